@@ -1,0 +1,41 @@
+# The two commands: `make accept` (sign off a cluster) and `make test` (the suite's own tests).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PROFILE ?= auto
+INVENTORY ?=
+HOSTS ?=
+ARGS ?=
+SYSTEM_PKGS := openssh-server fio iperf3 iproute2 python3 procps
+
+HOST_OPTS := $(if $(INVENTORY),--inventory $(INVENTORY),) $(if $(HOSTS),--hosts $(HOSTS),)
+
+.PHONY: accept test venv system lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch pinned: an unpinned torch pulls a multi-GB CUDA build onto the controller
+	$(PY) -m pip install -q -e '.[probe,dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Debian packages the lab tests need (real sshd, fio, iperf3); needs root.
+system:
+	@missing=""; for b in /usr/sbin/sshd /usr/bin/fio /usr/bin/iperf3 /usr/sbin/ip /usr/bin/python3; do \
+	  [ -x $$b ] || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PKGS); fi
+
+accept: venv
+	$(PY) -m pytest acceptance/ --profile $(PROFILE) $(HOST_OPTS) $(ARGS)
+
+test: system venv
+	$(PY) -m pytest tests/ -q $(ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check signoff acceptance tests bench conftest.py
+
+clean:
+	rm -rf $(VENV) reports/2*

@@ -1,0 +1,16 @@
+import pytest
+
+from signoff.check import not_applicable
+
+
+@pytest.fixture
+def gpus(host, profile) -> list[dict]:
+    """The host's GPUs; a GPU-less host FAILS under a GPU profile and is N.A. otherwise."""
+    if host.gpus:
+        return host.gpus
+    nv = host.facts["nvidia"]
+    why = nv.get("error") or "NVML reports no GPU"
+    if profile.gpu_required:
+        pytest.fail(f"{host}: no NVIDIA GPU ({why}); profile {profile.name} expects "
+                    f"{profile.describe_class()}", pytrace=False)
+    not_applicable(f"{host} has no NVIDIA GPU ({why}) and profile {profile.name} needs none")

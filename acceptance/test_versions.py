@@ -1,0 +1,54 @@
+"""Software parity across hosts and the minimums the profile sets."""
+
+from signoff import parity
+from signoff.profiles import version_tuple
+
+PARITY_SOURCE = "majority of hosts in this run"
+# CUDA major of the torch build -> the oldest driver branch that runs it
+DRIVER_FOR_CUDA = {11: "450.80.02", 12: "525", 13: "580"}
+COMPAT_SOURCE = "NVIDIA CUDA compatibility docs (shared/reference/thresholds.md)"
+
+
+def test_version_parity(host, fleet, check):
+    per_host = {n: parity.versions(f) for n, f in fleet.all_facts().items() if isinstance(f, dict)}
+    odd = parity.deviations(per_host, host.name)
+    check.require(odd, f"{len(odd)} field(s) differ", "the same versions as the other hosts",
+                  PARITY_SOURCE, cause="hosts were provisioned from different images or envs",
+                  details=per_host[host.name])
+
+
+def test_nvidia_driver_version(host, gpus, profile, check):
+    check.expect(host.facts["nvidia"]["driver"], profile.threshold("nvidia_driver_version"),
+                 "NVIDIA driver")
+
+
+def test_cuda_driver_version(host, gpus, profile, check):
+    check.expect(host.facts["nvidia"]["cuda_driver"], profile.threshold("cuda_driver_version"),
+                 "CUDA driver API version")
+
+
+def test_torch_cuda_build(host, gpus, check):
+    """The probe Python's torch can run kernels on these GPUs (no 'no kernel image')."""
+    t = host.facts["torch"]
+    bad = []
+    if not t.get("version"):
+        bad.append(f"torch is not importable by {host.facts['python_executable']}: {t.get('error')}")
+    elif not t.get("cuda"):
+        bad.append(f"torch {t['version']} is a CPU-only build")
+    else:
+        arches = t.get("arch_list") or []
+        for cc in sorted({g["compute_capability"] for g in gpus}):
+            sm = cc.replace(".", "")
+            ptx = [a for a in arches if a.startswith("compute_") and int(a[8:]) <= int(sm)]
+            if f"sm_{sm}" not in arches and not ptx:
+                bad.append(f"compute capability {cc} is not in torch's arch list {arches}")
+        major = version_tuple(t["cuda"])[0]
+        need = DRIVER_FOR_CUDA.get(major)
+        drv = host.facts["nvidia"]["driver"]
+        if need and version_tuple(drv) < version_tuple(need):
+            bad.append(f"driver {drv} is older than {need}, needed by torch's CUDA {t['cuda']}")
+        if not t.get("cuda_available"):
+            bad.append(f"torch.cuda.is_available() is False ({t.get('error', 'no reason given')})")
+    check.require(bad, f"torch {t.get('version')} CUDA {t.get('cuda')}",
+                  "a CUDA build of torch that covers the GPUs' compute capability",
+                  COMPAT_SOURCE, details=t)

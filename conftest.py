@@ -1,0 +1,2 @@
+# Registers the signoff plugin for acceptance/ and tests/.
+pytest_plugins = ["signoff.plugin"]

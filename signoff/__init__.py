@@ -1,0 +1,5 @@
+"""signoff: acceptance tests for GPU clusters."""
+
+
+class InputError(Exception):
+    """Bad user input (profile, inventory, option): one clear message naming the file/key/host."""

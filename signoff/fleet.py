@@ -1,0 +1,130 @@
+"""The hosts of one run: probes shipped to a per-run temp dir on each host, run in
+parallel, their JSON cached; temp dirs removed at the end whatever happened."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from signoff.inventory import Host, Inventory
+from signoff.transport import HostUnreachable, Transport, open_transport
+
+PROBE_DIR = Path(__file__).resolve().parent / "probes"
+
+
+class ProbeError(Exception):
+    """A probe ran but gave no usable answer (crash, timeout, bad JSON)."""
+
+
+def parse_probe_output(host: str, probe: str, result) -> dict:
+    if result.timed_out:
+        raise ProbeError(f"{host}: probe {probe} overran its {result.timeout:.0f} s timeout "
+                         f"and was killed on the host")
+    lines = [ln for ln in result.stdout.splitlines() if ln.startswith("{")]
+    if result.rc != 0 or not lines:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise ProbeError(f"{host}: probe {probe} failed (exit {result.rc}): {' | '.join(tail)}")
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError as exc:
+        raise ProbeError(f"{host}: probe {probe} printed invalid JSON: {exc}") from None
+
+
+class HostSession:
+    """One host's connection and its per-run working directory."""
+
+    def __init__(self, host: Host, transport: Transport):
+        self.host, self.t = host, transport
+        self.workdir: str | None = None
+        self._lock = threading.Lock()
+
+    def run(self, command: str, timeout: float = 60):
+        return self.t.run(command, timeout)
+
+    def _ensure_workdir(self) -> str:
+        with self._lock:
+            if self.workdir is None:
+                r = self.t.run("mktemp -d /tmp/signoff.XXXXXXXX", 30)
+                if not r.ok:
+                    raise ProbeError(f"{self.host}: cannot create a temp dir: {r.stderr.strip()}")
+                self.workdir = r.stdout.strip()
+                for f in sorted(PROBE_DIR.glob("*.py")):
+                    self.t.put(f, f"{self.workdir}/{f.name}")
+            return self.workdir
+
+    def probe(self, name: str, *args: str, timeout: float = 120, env: dict | None = None) -> dict:
+        """Run probes/<name>.py with the host's Python; return its JSON document."""
+        wd = self._ensure_workdir()
+        envs = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in (env or {}).items())
+        cmd = (f"cd {shlex.quote(wd)} && {envs} {shlex.quote(self.host.python)} "
+               f"{name}.py {' '.join(map(shlex.quote, args))}")
+        return parse_probe_output(self.host.name, name, self.t.run(cmd, timeout))
+
+    def cleanup(self) -> None:
+        try:
+            if self.workdir:
+                self.t.run(f"rm -rf {shlex.quote(self.workdir)}", 30)
+                self.workdir = None
+        except HostUnreachable:
+            pass  # nothing was created on a host we could not reach
+        finally:
+            self.t.close()
+
+
+class Fleet:
+    """Every host of the run; facts gathered in parallel so one slow host stalls nobody."""
+
+    def __init__(self, inventory: Inventory, accept_new_host_keys: bool = False,
+                 connect_timeout: float = 10, probe_timeout: float = 180, on_facts=None):
+        self.inventory = inventory
+        self.sessions = {
+            h.name: HostSession(h, open_transport(h, inventory.known_hosts, accept_new_host_keys,
+                                                  connect_timeout))
+            for h in inventory.hosts
+        }
+        self.probe_timeout = probe_timeout
+        self.on_facts = on_facts
+        self._pool = ThreadPoolExecutor(max_workers=min(64, len(self.sessions)) or 1)
+        self._facts: dict[str, Future] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return [h.name for h in self.inventory.hosts]
+
+    def start(self) -> None:
+        for name, s in self.sessions.items():
+            self._facts[name] = self._pool.submit(self._gather, name, s)
+
+    def _gather(self, name: str, s: HostSession) -> dict:
+        try:
+            facts = s.probe("sysinfo", timeout=self.probe_timeout)
+        except (HostUnreachable, ProbeError) as exc:
+            if self.on_facts:
+                self.on_facts(name, {"error": str(exc)})
+            raise
+        if self.on_facts:
+            self.on_facts(name, facts)
+        return facts
+
+    def facts(self, name: str) -> dict:
+        """This host's sysinfo; raises HostUnreachable/ProbeError naming the host and cause."""
+        if not self._facts:
+            self.start()
+        return self._facts[name].result()
+
+    def all_facts(self) -> dict[str, dict | Exception]:
+        out = {}
+        for name in self.names:
+            try:
+                out[name] = self.facts(name)
+            except (HostUnreachable, ProbeError) as exc:
+                out[name] = exc
+        return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with ThreadPoolExecutor(max_workers=min(64, len(self.sessions)) or 1) as pool:
+            list(pool.map(HostSession.cleanup, self.sessions.values()))

@@ -1,0 +1,118 @@
+"""Hosts under test: from ``--hosts`` (hostlist) or ``--inventory FILE`` (YAML)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from signoff import InputError
+from signoff.hostlist import expand
+
+HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags"}
+TOP_KEYS = {"hosts", "defaults", "known_hosts"}
+LOCAL = "local"
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str | None = None  # None: ssh to `name` (ssh_config may map it)
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    python: str = "python3"  # the interpreter the probes use: the user's training env
+    tags: tuple = field(default_factory=tuple)
+
+    @property
+    def local(self) -> bool:
+        return self.address == LOCAL
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass
+class Inventory:
+    hosts: list[Host]
+    known_hosts: str | None = None
+    source: str = "default"
+
+
+def local_inventory() -> Inventory:
+    """The embedded default: this machine, no SSH, the controller's own Python."""
+    return Inventory([Host(name="localhost", address=LOCAL, python=sys.executable)])
+
+
+def from_hostlist(text: str, user: str | None = None, python: str = "python3") -> Inventory:
+    hosts = [
+        Host(name=n, address=LOCAL if n == LOCAL else None, user=user, python=python)
+        for n in expand(text)
+    ]
+    return Inventory(hosts, source=f"--hosts {text}")
+
+
+def _check_keys(mapping, allowed, where):
+    if not isinstance(mapping, dict):
+        raise InputError(f"{where}: expected a mapping, got {type(mapping).__name__}")
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
+    _check_keys(entry, HOST_KEYS, where)
+    merged = {**defaults, **entry}
+    if not merged.get("name"):
+        raise InputError(f"{where}.name: missing (every host needs a name)")
+    port = merged.get("port")
+    if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
+        raise InputError(f"{where}.port: expected an integer 1-65535, got {port!r}")
+    tags = merged.get("tags") or []
+    if not isinstance(tags, list):
+        raise InputError(f"{where}.tags: expected a list, got {tags!r}")
+    names = expand(str(merged["name"]))
+    if len(names) > 1 and merged.get("address"):
+        raise InputError(f"{where}: a hostlist name ({merged['name']}) cannot share one address")
+    return [
+        Host(
+            name=n,
+            address=str(merged["address"]) if merged.get("address") else None,
+            port=port,
+            user=merged.get("user"),
+            identity_file=str(Path(merged["identity_file"]).expanduser())
+            if merged.get("identity_file") else None,
+            python=str(merged.get("python") or "python3"),
+            tags=tuple(str(t) for t in tags),
+        )
+        for n in names
+    ]
+
+
+def load(path: str | Path) -> Inventory:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"inventory {path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"inventory {path}: not valid YAML: {exc}") from None
+    _check_keys(data, TOP_KEYS, f"inventory {path}")
+    defaults = data.get("defaults") or {}
+    _check_keys(defaults, HOST_KEYS - {"name"}, f"inventory {path}: defaults")
+    entries = data.get("hosts")
+    if not isinstance(entries, list) or not entries:
+        raise InputError(f"inventory {path}: hosts: expected a non-empty list of hosts")
+    hosts: list[Host] = []
+    for i, entry in enumerate(entries):
+        for h in _host(entry, defaults, f"inventory {path}: hosts[{i}]"):
+            if any(h.name == o.name for o in hosts):
+                raise InputError(f"inventory {path}: hosts[{i}]: duplicate host name {h.name!r}")
+            hosts.append(h)
+    known = data.get("known_hosts")
+    if known is not None:
+        known = Path(str(known)).expanduser()
+        known = str(known if known.is_absolute() else path.parent / known)
+    return Inventory(hosts, known_hosts=known, source=str(path))

@@ -1,0 +1,59 @@
+"""Version parity across hosts, by majority: the odd host out is named with its field."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+# field -> (label, how to read it from a sysinfo document)
+FIELDS = {
+    "nvidia_driver": ("NVIDIA driver", lambda f: f["nvidia"].get("driver")),
+    "cuda_driver": ("CUDA driver API", lambda f: f["nvidia"].get("cuda_driver")),
+    "torch": ("torch", lambda f: f["torch"].get("version")),
+    "torch_cuda": ("torch CUDA build", lambda f: f["torch"].get("cuda")),
+    "nccl": ("NCCL (torch)", lambda f: f["torch"].get("nccl")),
+    "python": ("Python", lambda f: f.get("python")),
+    "os": ("OS release", lambda f: f.get("os")),
+    "kernel": ("kernel", lambda f: f.get("kernel")),
+}
+
+
+def versions(facts: dict) -> dict:
+    return {k: read(facts) for k, (_, read) in FIELDS.items()}
+
+
+def majority(values: dict[str, object]) -> tuple[object, bool]:
+    """The most common value and whether it is a strict majority winner (no tie)."""
+    counts = Counter(values.values()).most_common()
+    if not counts:
+        return None, True
+    if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        return None, False
+    return counts[0][0], True
+
+
+def deviations(per_host: dict[str, dict], host: str) -> list[str]:
+    """What differs on `host` from the majority of hosts, field by field."""
+    out = []
+    for field, (label, _) in FIELDS.items():
+        values = {h: v[field] for h, v in per_host.items()}
+        mine = values[host]
+        value, clear = majority(values)
+        if clear and mine == value:
+            continue
+        if clear:
+            others = sorted(h for h, v in values.items() if v == value)
+            out.append(f"{label} {mine} differs from {value} on {', '.join(others)}")
+        else:
+            spread = "; ".join(f"{h}={v}" for h, v in sorted(values.items()))
+            out.append(f"{label} has no majority value ({spread})")
+    return out
+
+
+def odd_cells(per_host: dict[str, dict]) -> set[tuple[str, str]]:
+    """(host, field) cells that differ from the majority, for highlighting in the report."""
+    cells = set()
+    for field in FIELDS:
+        values = {h: v[field] for h, v in per_host.items()}
+        value, clear = majority(values)
+        cells |= {(h, field) for h, v in values.items() if not clear or v != value}
+    return cells

@@ -1,0 +1,285 @@
+"""pytest plugin: options, host parametrisation, fixtures, status of every check,
+results.json, and the report sections."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from signoff import InputError, inventory, profiles, report
+from signoff.check import NA_PREFIX, Check
+from signoff.fleet import Fleet, HostSession, ProbeError
+from signoff.results import Results, split_nodeid, worse
+from signoff.transport import HostUnreachable
+
+ROOT = Path(__file__).resolve().parent.parent
+OUR_ERRORS = (HostUnreachable, ProbeError, InputError)
+
+
+@dataclass
+class State:
+    inventory: inventory.Inventory
+    profile: profiles.Profile | None  # None until --profile auto has seen the hosts
+    profile_arg: str
+    report_dir: Path | None = None
+    results: Results | None = None
+    status: dict = field(default_factory=dict)
+    measured: dict = field(default_factory=dict)
+    messages: dict = field(default_factory=dict)
+
+
+STATE = pytest.StashKey[State]()
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("signoff", "GPU cluster acceptance")
+    g.addoption("--profile", default="auto",
+                help="threshold profile: a name in thresholds/, a YAML path, or 'auto' (default)")
+    g.addoption("--hosts", default=None,
+                help="hosts to check, comma list with Slurm ranges: node[01-16],gpu[1,3-5]")
+    g.addoption("--inventory", default=None, help="inventory YAML (hosts, users, keys, python)")
+    g.addoption("--python", default="python3",
+                help="interpreter the probes use on --hosts hosts (default python3)")
+    g.addoption("--ssh-user", default=None, help="SSH user for --hosts hosts")
+    g.addoption("--accept-new-host-keys", action="store_true", default=False,
+                help="trust unknown SSH host keys (default: reject hosts not in known_hosts)")
+    g.addoption("--connect-timeout", type=float, default=10, help="SSH connect timeout, s")
+    g.addoption("--probe-timeout", type=float, default=180,
+                help="a probe running longer is killed on its host, s")
+    g.addoption("--report-dir", default=None,
+                help="where report.html, results.json and junit.xml go "
+                     "(default reports/<UTC timestamp>/)")
+
+
+def _is_acceptance_run(config) -> bool:
+    if config.getoption("report_dir"):
+        return True
+    acc = ROOT / "acceptance"
+    for arg in config.args:
+        p = Path(arg.split("::")[0]).resolve()
+        if p == acc or acc in p.parents or (p == ROOT and not config.args[1:]):
+            return True
+    return False
+
+
+def _load_inventory(config) -> inventory.Inventory:
+    if config.getoption("hosts") and config.getoption("inventory"):
+        raise InputError("--hosts and --inventory both given: use one")
+    if config.getoption("inventory"):
+        return inventory.load(config.getoption("inventory"))
+    if config.getoption("hosts"):
+        return inventory.from_hostlist(config.getoption("hosts"), config.getoption("ssh_user"),
+                                       config.getoption("python"))
+    return inventory.local_inventory()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    try:
+        inv = _load_inventory(config)
+        arg = config.getoption("profile")
+        prof = None if arg == "auto" else profiles.load(arg)
+    except InputError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    state = State(inv, prof, arg)
+    config.stash[STATE] = state
+    if hasattr(config, "workerinput"):
+        rd = config.workerinput.get("signoff_report_dir")
+        state.report_dir = Path(rd) if rd else None
+        return
+    if not _is_acceptance_run(config):
+        return
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    rd = Path(config.getoption("report_dir") or ROOT / "reports" / stamp)
+    (rd / "hosts").mkdir(parents=True, exist_ok=True)
+    state.report_dir = rd
+    if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
+        config.option.htmlpath = str(rd / "report.html")
+        config.option.self_contained_html = True
+    if not config.option.xmlpath:
+        config.option.xmlpath = str(rd / "junit.xml")
+    state.results = Results(rd / "results.json", {
+        "profile": prof.name if prof else "auto",
+        "profile_class": prof.describe_class() if prof else "",
+        "inventory": inv.source,
+        "hosts": [h.name for h in inv.hosts],
+    })
+    config.pluginmanager.register(Recorder(state), "signoff-recorder")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    rd = node.config.stash[STATE].report_dir
+    node.workerinput["signoff_report_dir"] = str(rd) if rd else None
+
+
+def pytest_generate_tests(metafunc):
+    if "host" in metafunc.fixturenames:
+        names = [h.name for h in metafunc.config.stash[STATE].inventory.hosts]
+        metafunc.parametrize("host", names, ids=names, indirect=True)
+
+
+@dataclass
+class HostView:
+    """What a test sees of one host: its sysinfo facts and a run()/probe() on it."""
+    name: str
+    facts: dict
+    session: HostSession
+
+    def run(self, command: str, timeout: float = 60):
+        return self.session.run(command, timeout)
+
+    def probe(self, name: str, *args, **kw) -> dict:
+        return self.session.probe(name, *args, **kw)
+
+    @property
+    def gpus(self) -> list[dict]:
+        return self.facts["nvidia"].get("gpus", []) if self.facts["nvidia"]["available"] else []
+
+    @property
+    def hardware(self) -> dict:
+        g = self.gpus
+        return {"gpu_model": g[0]["name"] if g else None, "gpu_count": len(g),
+                "nvlink": any(x["nvlink"]["links"] for x in g)}
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _on_facts(state: State):
+    def record(name: str, facts: dict):
+        if state.report_dir:
+            tmp = state.report_dir / "hosts" / f".{name}.json"
+            tmp.write_text(json.dumps(facts, indent=1))
+            os.replace(tmp, state.report_dir / "hosts" / f"{name}.json")
+        if state.results:
+            state.results.set_host(name, facts)
+    return record
+
+
+@pytest.fixture(scope="session")
+def fleet(pytestconfig):
+    state = pytestconfig.stash[STATE]
+    f = Fleet(state.inventory, pytestconfig.getoption("accept_new_host_keys"),
+              pytestconfig.getoption("connect_timeout"), pytestconfig.getoption("probe_timeout"),
+              on_facts=_on_facts(state))
+    f.start()
+    yield f
+    f.close()  # removes every per-run temp dir, also after failures and Ctrl-C
+
+
+@pytest.fixture(scope="session")
+def profile(pytestconfig, fleet) -> profiles.Profile:
+    state = pytestconfig.stash[STATE]
+    if state.profile is None:
+        seen = [HostView(n, f, None).hardware for n, f in fleet.all_facts().items()
+                if isinstance(f, dict)]
+        if not seen:
+            raise InputError("--profile auto: no host answered, so no hardware class to match")
+        # The majority's class picks the profile; an odd host then fails its class checks.
+        key, _ = Counter(tuple(sorted(h.items())) for h in seen).most_common(1)[0]
+        state.profile = profiles.auto_select(dict(key))
+        if state.results:
+            state.results.set_meta(profile=state.profile.name,
+                                   profile_class=state.profile.describe_class())
+    return state.profile
+
+
+@pytest.fixture
+def host(request, fleet) -> HostView:
+    name = request.param
+    return HostView(name, fleet.facts(name), fleet.sessions[name])
+
+
+@pytest.fixture
+def check(request) -> Check:
+    spec = getattr(request.node, "callspec", None)
+    return Check(request.node, spec.id if spec else "all hosts")
+
+
+def _status(rep, call) -> tuple[str, str]:
+    if rep.passed:
+        return "PASS", ""
+    if rep.skipped:
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        return ("N.A." if reason.startswith(NA_PREFIX) else "NOT RUN"), reason
+    exc = call.excinfo
+    # an explicit judgement (assert / pytest.fail), also from a fixture, is a FAIL
+    if exc.errisinstance((AssertionError, pytest.fail.Exception)):
+        return "FAIL", str(exc.value)
+    return "ERROR", str(exc.value) if exc.errisinstance(OUR_ERRORS) else exc.exconly()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = (yield).get_result()
+    status, message = _status(rep, call)
+    if call.excinfo is not None and call.excinfo.errisinstance(OUR_ERRORS):
+        rep.longrepr = message  # the cause, not a traceback through our plumbing
+    rep.user_properties.append(("signoff_status", [status, message]))
+
+
+class Recorder:
+    """Controller-side: turns reports into results.json records and report sections.
+    Registered only on the controller (never on xdist workers) of an acceptance run."""
+
+    def __init__(self, state: State):
+        self.state = state
+
+    def pytest_runtest_logreport(self, report):
+        st, nid = self.state, report.nodeid
+        for key, val in report.user_properties:
+            if key == "signoff_status":
+                status, msg = val
+                if worse(st.status.get(nid), status) != st.status.get(nid):
+                    st.messages[nid] = msg
+                st.status[nid] = worse(st.status.get(nid), status)
+            elif key == "signoff":
+                st.measured[nid] = val
+        if report.when == "teardown":
+            criterion, host = split_nodeid(nid)
+            st.results.add({"test": nid, "criterion": criterion, "host": host,
+                            "status": st.status.pop(nid, "NOT RUN"),
+                            "message": st.messages.pop(nid, ""),
+                            **st.measured.pop(nid, {})})
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        st = self.state
+        for f in sorted((st.report_dir / "hosts").glob("*.json")):  # facts from xdist workers
+            if f.stem not in st.results.doc["hosts"]:
+                st.results.set_host(f.stem, json.loads(f.read_text()))
+        verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        if verdict != "PASS" and exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # skipped checks are not a pass
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix, summary, postfix, session):
+        doc = self.state.results.doc
+        prefix.extend([report.verdict_block(doc["verdict"] or "INCOMPLETE", doc["meta"]),
+                       report.summary_table(doc["results"]),
+                       report.versions_matrix(doc["hosts"]),
+                       report.profile_block(self.state.profile)])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_report_title(self, report):
+        report.title = "GPU cluster sign-off"
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        doc, tr = self.state.results.doc, terminalreporter
+        tr.section("signoff")
+        counts = Counter(r["status"] for r in doc["results"])
+        tr.write_line(f"verdict: {doc['verdict']}  (profile {doc['meta'].get('profile')}; "
+                      + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
+        for r in doc["results"]:
+            if r["status"] in ("FAIL", "ERROR", "NOT RUN"):
+                tr.write_line(f"  {r['status']:5} {r['criterion']}[{r['host']}]: {r['message']}")
+        tr.write_line(f"report: {self.state.report_dir}/report.html  "
+                      f"results: {self.state.report_dir}/results.json")

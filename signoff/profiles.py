@@ -1,0 +1,242 @@
+"""Threshold profiles (``thresholds/*.yaml``): a hardware class and, per criterion,
+a limit with unit and source. Validated at load: a criterion without a threshold is an
+error, never a silent pass."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from signoff import InputError
+
+PROFILE_DIR = Path(__file__).resolve().parent.parent / "thresholds"
+TOP_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria"}
+HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls"}
+INTERCONNECTS = {"nvlink", "pcie", "any"}
+LIMIT_KEYS = ("min", "max", "equals")
+
+# Every criterion a profile may set: its value type and any extra keys it takes.
+CRITERIA: dict[str, dict] = {
+    "nvidia_driver_version": {"type": "version"},
+    "cuda_driver_version": {"type": "version"},
+    "row_remap_uncorrectable": {"type": "number"},
+    "row_remap_pending": {"type": "number"},
+    "row_remap_failure": {"type": "number"},
+    "ecc_volatile_uncorrectable": {"type": "number"},
+}
+
+
+def version_tuple(text) -> tuple:
+    """'580.159.04' -> (580, 159, 4); 12040 (NVML CUDA int) is not handled here."""
+    return tuple(int(p) for p in re.findall(r"\d+", str(text)))
+
+
+@dataclass(frozen=True)
+class Threshold:
+    criterion: str
+    op: str  # min | max | equals
+    value: object
+    unit: str
+    source: str
+    profile: str
+    extra: dict = field(default_factory=dict)
+
+    def ok(self, measured) -> bool:
+        a, b = measured, self.value
+        if CRITERIA[self.criterion]["type"] == "version":
+            a, b = version_tuple(a), version_tuple(b)
+        if self.op == "min":
+            return a >= b
+        if self.op == "max":
+            return a <= b
+        return a == b
+
+    @property
+    def expected(self) -> str:
+        sign = {"min": ">=", "max": "<=", "equals": "=="}[self.op]
+        return f"{sign} {self.value} {self.unit}".strip()
+
+    def __str__(self) -> str:
+        return f"expected {self.expected} ({self.profile}, source: {self.source})"
+
+
+@dataclass
+class Profile:
+    name: str
+    path: str
+    description: str = ""
+    abstract: bool = False
+    hardware: dict = field(default_factory=dict)
+    criteria: dict[str, Threshold] = field(default_factory=dict)
+    chain: list[str] = field(default_factory=list)
+
+    def threshold(self, criterion: str) -> Threshold:
+        """The threshold for a criterion; a missing one is an error, not a pass."""
+        if criterion not in self.criteria:
+            raise InputError(
+                f"profile {self.name} ({self.path}) has no threshold for {criterion!r}: "
+                f"add criteria.{criterion} with a limit, unit and source"
+            )
+        return self.criteria[criterion]
+
+    @property
+    def gpu_required(self) -> bool:
+        return bool(self.hardware.get("gpu_model") or self.hardware.get("gpu_count"))
+
+    def describe_class(self) -> str:
+        hw = self.hardware
+        if not self.gpu_required:
+            return "any hardware (GPUs optional)"
+        return f"{hw.get('gpu_count') or 'any number of'} x {hw.get('gpu_model')}, " \
+               f"interconnect {hw.get('interconnect', 'any')}"
+
+
+def _where(path, key):
+    return f"profile {path}: {key}"
+
+
+def _read(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(f"profile {path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"profile {path}: expected a mapping at top level")
+    unknown = sorted(set(data) - TOP_KEYS)
+    if unknown:
+        raise InputError(f"{_where(path, unknown[0])}: unknown key (allowed: {', '.join(sorted(TOP_KEYS))})")
+    return data
+
+
+def _resolve(name_or_path: str, base_dir: Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or "/" in name_or_path:
+        cand = p if p.is_absolute() or p.exists() else base_dir / p
+    else:
+        cand = base_dir / f"{name_or_path}.yaml"
+    if not cand.is_file():
+        names = ", ".join(available(base_dir)) or "none"
+        raise InputError(f"profile {name_or_path!r}: no such file {cand} (profiles here: {names})")
+    return cand
+
+
+def _check_hardware(hw, path):
+    if not isinstance(hw, dict):
+        raise InputError(f"{_where(path, 'hardware')}: expected a mapping")
+    for key, val in hw.items():
+        w = _where(path, f"hardware.{key}")
+        if key not in HARDWARE_KEYS:
+            raise InputError(f"{w}: unknown key (allowed: {', '.join(sorted(HARDWARE_KEYS))})")
+        if key == "gpu_model" and val is not None:
+            try:
+                re.compile(str(val))
+            except re.error as exc:
+                raise InputError(f"{w}: not a valid regular expression: {exc}") from None
+        if key == "gpu_count" and val is not None and (not isinstance(val, int) or val < 1):
+            raise InputError(f"{w}: expected a positive integer or null, got {val!r}")
+        if key == "interconnect" and val not in INTERCONNECTS:
+            raise InputError(f"{w}: expected one of {sorted(INTERCONNECTS)}, got {val!r}")
+        if key in ("mig", "nvls") and val is not None and not isinstance(val, bool):
+            raise InputError(f"{w}: expected true, false or null, got {val!r}")
+
+
+def _threshold(name, spec, path, profile) -> Threshold:
+    w = _where(path, f"criteria.{name}")
+    if name not in CRITERIA:
+        raise InputError(f"{w}: unknown criterion (known: {', '.join(sorted(CRITERIA))})")
+    if not isinstance(spec, dict):
+        raise InputError(f"{w}: expected a mapping with one of min/max/equals, unit and source")
+    allowed = set(LIMIT_KEYS) | {"unit", "source"} | set(CRITERIA[name].get("extra", ()))
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise InputError(f"{w}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
+    limits = [k for k in LIMIT_KEYS if k in spec]
+    if len(limits) != 1 or spec[limits[0]] is None:
+        raise InputError(f"{w}: needs exactly one threshold (min, max or equals); got {limits or 'none'}")
+    op, value = limits[0], spec[limits[0]]
+    kind = CRITERIA[name]["type"]
+    if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise InputError(f"{w}.{op}: expected a number, got {value!r}")
+    if kind == "version" and not version_tuple(value):
+        raise InputError(f"{w}.{op}: expected a version like '525.60' , got {value!r}")
+    for key in ("unit", "source"):
+        if not isinstance(spec.get(key), str) or not spec[key].strip():
+            raise InputError(f"{w}.{key}: missing (every threshold needs a unit and a source)")
+    extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source")}
+    return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra)
+
+
+def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> Profile:
+    path = _resolve(name_or_path, base_dir)
+    if str(path) in _seen:
+        raise InputError(f"profile {path}: extends itself (chain: {' -> '.join(_seen)})")
+    data = _read(path)
+    name = str(data.get("name") or path.stem)
+    parent = None
+    if data.get("extends"):
+        parent = load(str(data["extends"]), path.parent, (*_seen, str(path)))
+    hardware = dict(parent.hardware) if parent else {}
+    hw = data.get("hardware") or {}
+    _check_hardware(hw, path)
+    hardware.update(hw)
+    criteria = {}
+    if parent:
+        # Inherited thresholds keep their values but are judged under the child's name.
+        criteria = {k: Threshold(t.criterion, t.op, t.value, t.unit, t.source, name, t.extra)
+                    for k, t in parent.criteria.items()}
+    crit = data.get("criteria") or {}
+    if not isinstance(crit, dict):
+        raise InputError(f"{_where(path, 'criteria')}: expected a mapping of criterion -> threshold")
+    for cname, spec in crit.items():
+        criteria[cname] = _threshold(cname, spec, path, name)
+    return Profile(
+        name=name,
+        path=str(path),
+        description=str(data.get("description") or (parent.description if parent else "")),
+        abstract=bool(data.get("abstract", False)),
+        hardware=hardware,
+        criteria=criteria,
+        chain=[*(parent.chain if parent else []), name],
+    )
+
+
+def available(base_dir: Path = PROFILE_DIR) -> list[str]:
+    return sorted(p.stem for p in base_dir.glob("*.yaml"))
+
+
+def matches(profile: Profile, hw: dict) -> list[str]:
+    """Why a host's hardware (gpu_model, gpu_count, nvlink) is not of the profile's class;
+    an empty list means it is."""
+    want = profile.hardware
+    why = []
+    if want.get("gpu_model") and not re.fullmatch(want["gpu_model"], hw.get("gpu_model") or ""):
+        why.append(f"GPU model {hw.get('gpu_model') or 'none'} is not {want['gpu_model']}")
+    if want.get("gpu_count") and hw.get("gpu_count") != want["gpu_count"]:
+        why.append(f"{hw.get('gpu_count', 0)} GPUs where {want['gpu_count']} are expected")
+    if want.get("interconnect") == "nvlink" and not hw.get("nvlink"):
+        why.append("no NVLink where NVLink is required")
+    if want.get("interconnect") == "pcie" and hw.get("nvlink"):
+        why.append("NVLink present where a PCIe-only class is expected")
+    return why
+
+
+def auto_select(hw: dict, base_dir: Path = PROFILE_DIR) -> Profile:
+    """Pick the one concrete profile whose class matches the hardware; no GPU -> local."""
+    if not hw.get("gpu_count"):
+        return load("local", base_dir)
+    found = []
+    for name in available(base_dir):
+        p = load(name, base_dir)
+        if not p.abstract and p.gpu_required and not matches(p, hw):
+            found.append(p)
+    if len(found) != 1:
+        what = f"{hw.get('gpu_count')} x {hw.get('gpu_model')} ({'NVLink' if hw.get('nvlink') else 'no NVLink'})"
+        if not found:
+            raise InputError(f"--profile auto: no profile in {base_dir} matches {what}; "
+                             f"pass --profile NAME or add a profile for this class")
+        raise InputError(f"--profile auto: several profiles match {what}: "
+                         f"{', '.join(p.name for p in found)}; pass --profile NAME")
+    return found[0]

@@ -1,0 +1,82 @@
+"""results.json: every measurement of the run, rewritten atomically as results come in,
+so an interrupted run keeps what finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+STATUSES = ("PASS", "FAIL", "ERROR", "N.A.", "NOT RUN")
+_RANK = {"PASS": 0, "N.A.": 1, "NOT RUN": 2, "FAIL": 3, "ERROR": 4}
+
+
+def split_nodeid(nodeid: str) -> tuple[str, str]:
+    """'acceptance/test_gpu.py::test_ecc_enabled[node01]' -> ('ecc_enabled', 'node01')."""
+    name = nodeid.split("::")[-1].split("@")[0]  # xdist loadgroup appends @group
+    m = re.fullmatch(r"test_(\w+?)(?:\[(.*)\])?", name)
+    if not m:
+        return name, "*"
+    return m.group(1), m.group(2) or "*"
+
+
+def worse(a: str | None, b: str) -> str:
+    return b if a is None or _RANK[b] > _RANK[a] else a
+
+
+def verdict(records: list[dict]) -> str:
+    """PASS only when every check that applies ran and passed: a check that did not run
+    is never a pass."""
+    statuses = [r["status"] for r in records]
+    if not statuses or all(s == "N.A." for s in statuses):
+        return "INCOMPLETE"
+    if any(s in ("FAIL", "ERROR") for s in statuses):
+        return "FAIL"
+    if any(s == "NOT RUN" for s in statuses):
+        return "INCOMPLETE"
+    return "PASS"
+
+
+class Results:
+    def __init__(self, path: Path, meta: dict):
+        self.path = Path(path)
+        self.doc = {"meta": {**meta, "started": now()}, "verdict": None, "hosts": {},
+                    "results": []}
+        self._lock = threading.Lock()
+        self.write()
+
+    def set_host(self, name: str, facts: dict) -> None:
+        with self._lock:
+            self.doc["hosts"][name] = facts
+        self.write()
+
+    def set_meta(self, **kv) -> None:
+        with self._lock:
+            self.doc["meta"].update(kv)
+        self.write()
+
+    def add(self, record: dict) -> None:
+        with self._lock:
+            self.doc["results"].append(record)
+        self.write()
+
+    def finish(self, interrupted: bool = False) -> str:
+        with self._lock:
+            self.doc["verdict"] = "INCOMPLETE" if interrupted else verdict(self.doc["results"])
+            self.doc["meta"]["finished"] = now()
+            self.doc["meta"]["interrupted"] = interrupted
+        self.write()
+        return self.doc["verdict"]
+
+    def write(self) -> None:
+        with self._lock:
+            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(self.doc, indent=1, default=str))
+            os.replace(tmp, self.path)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

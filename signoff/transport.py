@@ -1,0 +1,166 @@
+"""One ``run()`` per host with a result object: SSH through Fabric, or the local machine
+through invoke. Transport failures raise ``HostUnreachable``; a command's own non-zero
+exit is a result."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+from fabric import Config, Connection
+from invoke import Context
+from invoke.exceptions import CommandTimedOut
+from paramiko.ssh_exception import NoValidConnectionsError
+
+from signoff.inventory import Host
+
+KILL_GRACE_S = 5
+
+
+@dataclass
+class CommandResult:
+    command: str
+    rc: int
+    stdout: str
+    stderr: str
+    timeout: float
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    @property
+    def timed_out(self) -> bool:
+        # coreutils timeout: 124 after TERM, 137 after the KILL that follows -k
+        return self.rc in (124, 137)
+
+
+class HostUnreachable(Exception):
+    def __init__(self, host: str, cause: str):
+        super().__init__(f"{host}: unreachable: {cause}")
+        self.host, self.cause = host, cause
+
+
+def guarded(command: str, timeout: float) -> str:
+    """Wrap a command so that an overrun is killed on the host itself, whole process
+    group included, not just its SSH channel closed."""
+    return f"timeout -k {KILL_GRACE_S} {int(timeout)} sh -c {shlex.quote(command)}"
+
+
+def explain(exc: BaseException, host: Host) -> str:
+    """Name the cause of a connection failure the way an operator would."""
+    target = f"{host.address or host.name}:{host.port or 22}"
+    if isinstance(exc, socket.gaierror):
+        return f"DNS: cannot resolve {host.address or host.name} ({exc.strerror})"
+    if isinstance(exc, NoValidConnectionsError) or isinstance(exc, ConnectionRefusedError):
+        return f"connection refused by {target} (no sshd listening?)"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return f"timed out connecting to {target}"
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return f"host key of {target} does not match known_hosts (possible impersonation)"
+    if isinstance(exc, paramiko.AuthenticationException):
+        return f"authentication failed for {host.user or 'default user'}@{target} ({exc})"
+    if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
+        return (f"unknown host key for {target}: add it to known_hosts "
+                f"(or pass --accept-new-host-keys to trust it on first use)")
+    if isinstance(exc, OSError):
+        return f"network error reaching {target}: {exc.strerror or exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _AcceptAndRemember(paramiko.MissingHostKeyPolicy):
+    """Trust-on-first-use, only when the user asked for it explicitly."""
+
+    def missing_host_key(self, client, hostname, key):
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+class Transport:
+    def __init__(self, host: Host):
+        self.host = host
+
+    def run(self, command: str, timeout: float) -> CommandResult:
+        raise NotImplementedError
+
+    def put(self, local: Path, remote: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class LocalTransport(Transport):
+    def __init__(self, host: Host):
+        super().__init__(host)
+        self.ctx = Context()
+
+    def run(self, command: str, timeout: float) -> CommandResult:
+        try:
+            r = self.ctx.run(guarded(command, timeout), hide=True, warn=True, in_stream=False,
+                             timeout=timeout + 2 * KILL_GRACE_S)
+        except CommandTimedOut as exc:
+            return CommandResult(command, 124, exc.result.stdout, exc.result.stderr, timeout)
+        return CommandResult(command, r.exited, r.stdout, r.stderr, timeout)
+
+    def put(self, local: Path, remote: str) -> None:
+        Path(remote).write_bytes(Path(local).read_bytes())
+
+
+class SSHTransport(Transport):
+    def __init__(self, host: Host, known_hosts: str | None = None, accept_new: bool = False,
+                 connect_timeout: float = 10):
+        super().__init__(host)
+        kwargs = {}
+        if host.identity_file:
+            kwargs["key_filename"] = [host.identity_file]
+        self.conn = Connection(
+            host.address or host.name, user=host.user, port=host.port, config=Config(),
+            connect_timeout=connect_timeout, connect_kwargs=kwargs,
+        )
+        # Fabric hard-codes AutoAddPolicy (accept any key); reject unknown keys instead.
+        client = self.conn.client
+        client.load_system_host_keys()
+        for path in filter(None, [known_hosts, *self._config_known_hosts()]):
+            if Path(path).is_file():
+                client.load_host_keys(path)
+        client.set_missing_host_key_policy(
+            _AcceptAndRemember() if accept_new else paramiko.RejectPolicy())
+
+    def _config_known_hosts(self) -> list[str]:
+        files = self.conn.ssh_config.get("userknownhostsfile", "")
+        files = files if isinstance(files, list) else files.split()
+        return [str(Path(f).expanduser()) for f in files]
+
+    def connect(self) -> None:
+        try:
+            self.conn.open()
+        except Exception as exc:  # noqa: BLE001 - every cause becomes one message
+            raise HostUnreachable(self.host.name, explain(exc, self.host)) from exc
+
+    def run(self, command: str, timeout: float) -> CommandResult:
+        self.connect()
+        try:
+            r = self.conn.run(guarded(command, timeout), hide=True, warn=True, in_stream=False,
+                              timeout=timeout + 2 * KILL_GRACE_S)
+        except CommandTimedOut as exc:
+            return CommandResult(command, 124, exc.result.stdout, exc.result.stderr, timeout)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise HostUnreachable(self.host.name, f"connection lost: {exc}") from exc
+        return CommandResult(command, r.exited, r.stdout, r.stderr, timeout)
+
+    def put(self, local: Path, remote: str) -> None:
+        self.connect()
+        self.conn.put(str(local), remote)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def open_transport(host: Host, known_hosts: str | None = None,
+                   accept_new: bool = False, connect_timeout: float = 10) -> Transport:
+    if host.local:
+        return LocalTransport(host)
+    return SSHTransport(host, known_hosts, accept_new, connect_timeout)
