@@ -60,7 +60,9 @@ def expand(text: str) -> list[str]:
                 for v in _range(m.group(1), text):
                     nxt.append(p[: m.start()] + v + p[m.end():])
             pending = nxt
-        names += [p for p in pending if p not in names]
+        for p in pending:
+            if p not in names:
+                names.append(p)
     if not names:
         raise InputError(f"hostlist {text!r} names no host")
     return names

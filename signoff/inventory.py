@@ -68,7 +68,7 @@ def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
     if not merged.get("name"):
         raise InputError(f"{where}.name: missing (every host needs a name)")
     port = merged.get("port")
-    if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
         raise InputError(f"{where}.port: expected an integer 1-65535, got {port!r}")
     tags = merged.get("tags") or []
     if not isinstance(tags, list):

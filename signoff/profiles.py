@@ -23,9 +23,6 @@ CRITERIA: dict[str, dict] = {
     "nvidia_driver_version": {"type": "version"},
     "cuda_driver_version": {"type": "version"},
     "row_remap_uncorrectable": {"type": "number"},
-    "row_remap_pending": {"type": "number"},
-    "row_remap_failure": {"type": "number"},
-    "ecc_volatile_uncorrectable": {"type": "number"},
 }
 
 
@@ -117,6 +114,9 @@ def _resolve(name_or_path: str, base_dir: Path) -> Path:
         cand = p if p.is_absolute() or p.exists() else base_dir / p
     else:
         cand = base_dir / f"{name_or_path}.yaml"
+        shipped = PROFILE_DIR / f"{name_or_path}.yaml"
+        if not cand.is_file() and shipped.is_file():  # a user's profile may extend a shipped one
+            cand = shipped
     if not cand.is_file():
         names = ", ".join(available(base_dir)) or "none"
         raise InputError(f"profile {name_or_path!r}: no such file {cand} (profiles here: {names})")
@@ -177,7 +177,12 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
     name = str(data.get("name") or path.stem)
     parent = None
     if data.get("extends"):
-        parent = load(str(data["extends"]), path.parent, (*_seen, str(path)))
+        try:
+            parent = load(str(data["extends"]), path.parent, (*_seen, str(path)))
+        except InputError as exc:
+            if str(path) in str(exc):
+                raise
+            raise InputError(f"{_where(path, 'extends')}: {exc}") from None
     hardware = dict(parent.hardware) if parent else {}
     hw = data.get("hardware") or {}
     _check_hardware(hw, path)
@@ -233,7 +238,8 @@ def auto_select(hw: dict, base_dir: Path = PROFILE_DIR) -> Profile:
         if not p.abstract and p.gpu_required and not matches(p, hw):
             found.append(p)
     if len(found) != 1:
-        what = f"{hw.get('gpu_count')} x {hw.get('gpu_model')} ({'NVLink' if hw.get('nvlink') else 'no NVLink'})"
+        link = "NVLink" if hw.get("nvlink") else "no NVLink"
+        what = f"{hw.get('gpu_count')} x {hw.get('gpu_model')} ({link})"
         if not found:
             raise InputError(f"--profile auto: no profile in {base_dir} matches {what}; "
                              f"pass --profile NAME or add a profile for this class")

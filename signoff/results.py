@@ -16,7 +16,7 @@ _RANK = {"PASS": 0, "N.A.": 1, "NOT RUN": 2, "FAIL": 3, "ERROR": 4}
 
 def split_nodeid(nodeid: str) -> tuple[str, str]:
     """'acceptance/test_gpu.py::test_ecc_enabled[node01]' -> ('ecc_enabled', 'node01')."""
-    name = nodeid.split("::")[-1].split("@")[0]  # xdist loadgroup appends @group
+    name = re.sub(r"@[^\[\]@]*$", "", nodeid.split("::")[-1])  # xdist loadgroup appends @group
     m = re.fullmatch(r"test_(\w+?)(?:\[(.*)\])?", name)
     if not m:
         return name, "*"

@@ -47,7 +47,7 @@ class HostUnreachable(Exception):
 def guarded(command: str, timeout: float) -> str:
     """Wrap a command so that an overrun is killed on the host itself, whole process
     group included, not just its SSH channel closed."""
-    return f"timeout -k {KILL_GRACE_S} {int(timeout)} sh -c {shlex.quote(command)}"
+    return f"timeout -k {KILL_GRACE_S} {timeout:g} sh -c {shlex.quote(command)}"
 
 
 def explain(exc: BaseException, host: Host) -> str:

@@ -76,7 +76,7 @@ class Lab:
         self._links: list[str] = []  # root-namespace links we created (only these are deleted)
         self._netns: list[str] = []
         self._shaped: set[str] = set()
-        self._sshds: list[LabHost] = []  # hosts whose sshd we launched
+        self._sshds: dict[str, subprocess.Popen] = {}  # host name -> its sshd
         self._owner_pid: int | None = None
 
     # ---------------------------------------------------------------- lifecycle
@@ -110,10 +110,9 @@ class Lab:
         """Remove everything this lab created; idempotent, never raises."""
         if self._owner_pid != os.getpid():  # never started, already closed, or a forked child
             return
-        for h in self._sshds:
+        for name in list(self._sshds):
             with contextlib.suppress(Exception):
-                self.stop_sshd(h)
-        self._sshds.clear()
+                self.stop_sshd(name)
         # Processes started over ssh (iperf3 -s, ...) outlive sshd and would pin the namespace.
         leftovers = []
         for ns in self._netns:
@@ -168,16 +167,15 @@ class Lab:
     def stop_sshd(self, host: LabHost | str) -> None:
         """Kill host's listening sshd: its address still answers, port 22 now gets RST."""
         h = self.host(host)
-        pidfile = self._pidfile(h)
-        pid = _read_pid(pidfile)
-        if pid is not None and _comm(pid) == "sshd":  # guard against a recycled pid
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
-            if not _wait_dead([pid], 5.0):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-                _wait_dead([pid], 2.0)
-        pidfile.unlink(missing_ok=True)
+        proc = self._sshds.pop(h.name, None)
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._pidfile(h).unlink(missing_ok=True)
 
     def shape(self, host: LabHost | str, rate: str) -> None:
         """Limit host's link to rate (tc syntax, e.g. "100mbit") in both directions."""
@@ -311,18 +309,22 @@ class Lab:
                 "Subsystem": "sftp internal-sftp",  # -f /dev/null has none; fabric put/get need it
             }  # fmt: skip
             files = ["-h", str(self._hostkey(h)), "-E", str(self._sshd_log(h))]
-            cmd = ["ip", "netns", "exec", h.netns, SSHD, "-f", "/dev/null", *files, *_dash_o(opts)]
-            self._sshds.append(h)
-            r = _run(cmd)  # sshd daemonises; a non-zero exit means it never started
-            if r.returncode != 0:
-                raise RuntimeError(
-                    f"sshd for {h.name} failed (rc={r.returncode}): {r.stderr.strip()}\n"
-                    f"{self._log_text(h)}"
-                )
+            # -D: sshd stays our child (ip netns exec execs it), so we reap it and see it exit;
+            # a daemonised one is reparented to PID 1 and lingers as a zombie until reaped.
+            cmd = ["ip", "netns", "exec", h.netns, SSHD, "-D", "-f", "/dev/null", *files]
+            with open(self._sshd_log(h), "ab") as log:  # early errors (bad option) go there too
+                self._sshds[h.name] = subprocess.Popen(
+                    [*cmd, *_dash_o(opts)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True,  # a terminal's Ctrl-C goes to pytest; close() stops us
+                )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S
         pending = list(self.hosts)
         while pending:
-            # Port open and pid file written (sshd binds before it daemonises and writes the pid).
+            for h in pending:
+                rc = self._sshds[h.name].poll()
+                if rc is not None:
+                    raise RuntimeError(f"sshd for {h.name} exited (rc={rc}): {self._log_text(h)}")
+            # Port open and pid file written (sshd writes it just after binding).
             pending = [h for h in pending if not (_accepts(h.address, 22) and self.sshd_pid(h))]
             if pending and time.monotonic() > deadline:
                 details = "\n".join(f"{h.name} ({h.address}): {self._log_text(h)}" for h in pending)
@@ -415,15 +417,8 @@ def _read_pid(pidfile: pathlib.Path) -> int | None:
         return None
 
 
-def _comm(pid: int) -> str | None:
-    try:
-        return pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return None
-
-
 def alive(pid: int) -> bool:
-    """Running, not a zombie: a daemonised sshd is reparented to PID 1, which may never reap it."""
+    """Running and not a zombie (orphans linger as zombies until PID 1 reaps them)."""
     try:
         stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
     except OSError:

@@ -1,0 +1,71 @@
+"""`pytest acceptance/` as a user runs it: the local default, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "-p", "no:cacheprovider",
+                           *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_no_options_runs_locally_without_ssh(tmp_path):
+    p = run("--report-dir", str(tmp_path))
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["meta"]["inventory"] == "default" and res["meta"]["hosts"] == ["localhost"]
+    assert res["meta"]["profile"] == "local"  # auto on a GPU-less machine
+    assert res["hosts"]["localhost"]["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert res["verdict"] == "PASS" and p.returncode == 0, p.stdout
+    assert {r["status"] for r in res["results"]} == {"PASS", "N.A."}
+    html = (tmp_path / "report.html").read_text()
+    assert "<link " not in html.lower() or "stylesheet" not in html.lower()  # self-contained
+    assert (tmp_path / "junit.xml").exists()
+
+
+def test_reports_go_to_a_timestamped_dir_by_default(tmp_path):
+    before = set((ROOT / "reports").glob("2*"))
+    p = run("-k", "version_parity")
+    new = set((ROOT / "reports").glob("2*")) - before
+    try:
+        assert p.returncode == 0, p.stdout
+        assert len(new) == 1
+        d = new.pop()
+        assert {f.name for f in d.iterdir()} >= {"report.html", "results.json", "junit.xml"}
+    finally:
+        for d in new:
+            subprocess.run(["rm", "-rf", str(d)])
+
+
+def _one_clear_message(p, *needles):
+    assert p.returncode == 4, p.stdout + p.stderr
+    err = p.stderr.strip()
+    assert "Traceback" not in p.stdout + p.stderr
+    for n in needles:
+        assert n in err, err
+
+
+def test_bad_profile_names_file_and_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("extends: local\ncriteria:\n  nvidia_driver_version: {unit: x, source: y}\n")
+    _one_clear_message(run("--profile", str(bad)), str(bad), "criteria.nvidia_driver_version",
+                       "needs exactly one threshold")
+
+
+def test_unknown_profile_lists_the_known_ones():
+    _one_clear_message(run("--profile", "b200-72x"), "b200-72x", "h200-4x-nvlink")
+
+
+def test_bad_inventory_names_file_and_key(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n  - name: node01\n    adress: 10.0.0.1\n")
+    _one_clear_message(run("--inventory", str(inv)), str(inv), "hosts[0]", "'adress'")
+
+
+def test_bad_hostlist_is_one_message():
+    _one_clear_message(run("--hosts", "node[01-"), "node[01-", "unbalanced")

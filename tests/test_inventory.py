@@ -1,0 +1,103 @@
+"""signoff.inventory: hosts from a YAML file or a --hosts hostlist."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from signoff import InputError
+from signoff.inventory import LOCAL, from_hostlist, load, local_inventory
+
+
+@pytest.fixture
+def write_inv(tmp_path):
+    def write(text: str, name: str = "inv.yaml") -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+    return write
+
+
+def test_defaults_merge_and_entries_override(write_inv):
+    path = write_inv("""
+defaults: {user: ops, port: 2222, identity_file: ~/.ssh/id_gpu, python: /opt/env/bin/python}
+hosts:
+  - {name: a, address: 10.0.0.1, tags: [rack1, h200]}
+  - {name: b, user: root, port: 22}
+""")
+    inv = load(path)
+    a, b = inv.hosts
+    assert (a.name, a.address, a.user, a.port) == ("a", "10.0.0.1", "ops", 2222)
+    assert a.tags == ("rack1", "h200")
+    assert (b.user, b.port, b.address, b.tags) == ("root", 22, None, ())
+    assert a.identity_file == str(Path.home() / ".ssh/id_gpu")
+    assert a.python == "/opt/env/bin/python"
+    assert inv.source == str(path)
+
+
+def test_hostlist_name_in_an_entry_expands(write_inv):
+    inv = load(write_inv("hosts:\n  - {name: 'gpu[01-03]', user: u, tags: [x]}\n  - {name: cpu}\n"))
+    assert [h.name for h in inv.hosts] == ["gpu01", "gpu02", "gpu03", "cpu"]
+    assert all(h.user == "u" and h.tags == ("x",) for h in inv.hosts[:3])
+
+
+def test_known_hosts_is_relative_to_the_inventory_file(write_inv, tmp_path):
+    sub = tmp_path / "site"
+    sub.mkdir()
+    inv = load(write_inv("known_hosts: keys/known\nhosts: [{name: a}]\n", name="site/inv.yaml"))
+    assert inv.known_hosts == str(sub / "keys/known")
+    inv = load(write_inv("known_hosts: /etc/ssh/kh\nhosts: [{name: a}]\n"))
+    assert inv.known_hosts == "/etc/ssh/kh"
+    assert load(write_inv("hosts: [{name: a}]\n")).known_hosts is None
+
+
+def test_from_hostlist_and_local():
+    inv = from_hostlist("n[1-2],local", user="me", python="py3")
+    assert [h.name for h in inv.hosts] == ["n1", "n2", "local"]
+    assert [h.local for h in inv.hosts] == [False, False, True]
+    assert all(h.user == "me" and h.python == "py3" for h in inv.hosts)
+    assert "n[1-2],local" in inv.source
+    (only,) = local_inventory().hosts
+    assert only.address == LOCAL and only.local and only.python == sys.executable
+
+
+@pytest.mark.parametrize("text, where", [
+    ("hosts:\n  - {name: a}\n  - {name: b, adress: 1.2.3.4}\n", "hosts[1]: unknown key 'adress'"),
+    ("hosts:\n  - {address: 1.2.3.4}\n", "hosts[0].name: missing"),
+    ("hosts:\n  - {name: a, port: 70000}\n", "hosts[0].port"),
+    ("hosts:\n  - {name: a, port: '22x'}\n", "hosts[0].port"),
+    ("hosts:\n  - {name: a, tags: gpu}\n", "hosts[0].tags"),
+    ("hosts:\n  - {name: 'n[1-2]'}\n  - {name: n2}\n", "hosts[1]: duplicate host name 'n2'"),
+    ("hosts: []\n", "hosts: expected a non-empty list"),
+    ("defaults: {}\n", "hosts: expected a non-empty list"),
+    ("defaults: {name: x}\nhosts: [{name: a}]\n", "defaults: unknown key 'name'"),
+    ("host: [{name: a}]\n", "unknown key 'host'"),
+    ("hosts:\n  - {name: 'n[1-2]', address: 1.2.3.4}\n", "hosts[0]: a hostlist name"),
+])
+def test_errors_name_file_and_key_path(write_inv, text, where):
+    path = write_inv(text)
+    with pytest.raises(InputError) as exc:
+        load(path)
+    assert f"inventory {path}" in str(exc.value)
+    assert where in str(exc.value)
+
+
+def test_boolean_port_is_rejected(write_inv):
+    with pytest.raises(InputError, match=r"hosts\[0\]\.port"):
+        load(write_inv("hosts:\n  - {name: a, port: true}\n"))
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(InputError, match="file not found") as exc:
+        load(path)
+    assert str(path) in str(exc.value)
+
+
+def test_invalid_yaml(write_inv):
+    path = write_inv("hosts: [{name: a\n")
+    with pytest.raises(InputError, match="not valid YAML") as exc:
+        load(path)
+    assert str(path) in str(exc.value)

@@ -1,0 +1,134 @@
+"""The acceptance suite, run for real over SSH against network-namespace hosts with sshd."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lab import SSHD, Lab
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(os.geteuid() != 0, reason="lab needs root (network namespaces, sshd)"),
+    pytest.mark.skipif(not os.path.exists(SSHD), reason=f"{SSHD} missing: install openssh-server"),
+]
+OTHER_PYTHON = "/usr/bin/python3"  # Debian's: another Python, no torch
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with Lab(tmp_path_factory.mktemp("lab"), n_hosts=4) as lab:
+        lab.stop_sshd("lab4")  # a host whose sshd is down
+        yield lab
+
+
+def accept(tmp_path, *args, timeout=300):
+    """Run `pytest acceptance/` as a user would; return (exit code, results.json, output)."""
+    rd = tmp_path / "report"
+    before = set(glob.glob("/tmp/signoff.*"))
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--report-dir", str(rd),
+                        "-p", "no:cacheprovider", *args],
+                       cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    # Lab hosts share this filesystem: no per-run temp dir may survive the run.
+    assert set(glob.glob("/tmp/signoff.*")) - before == set(), "probe temp dirs left behind"
+    results = json.loads((rd / "results.json").read_text()) if (rd / "results.json").exists() else None
+    return p.returncode, results, p.stdout + p.stderr
+
+
+def by_key(results):
+    return {(r["criterion"], r["host"]): r for r in results["results"]}
+
+
+def test_parity_fails_the_odd_host_and_dead_host_errors(lab, tmp_path):
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
+                              overrides={"lab3": {"python": OTHER_PYTHON}})
+    rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "local",
+                          "--connect-timeout", "5")
+    assert rc == 1, out
+    r = by_key(res)
+    assert r[("version_parity", "lab1")]["status"] == "PASS"
+    assert r[("version_parity", "lab2")]["status"] == "PASS"
+    odd = r[("version_parity", "lab3")]
+    assert odd["status"] == "FAIL"
+    assert "lab3" in odd["message"] and "Python 3.11.2 differs" in odd["message"]
+    assert "torch None differs" in odd["message"] and "lab1, lab2" in odd["message"]
+    dead = [v for (c, h), v in r.items() if h == "lab4"]
+    assert dead and all(v["status"] == "ERROR" for v in dead)
+    assert all("lab4" in v["message"] and "refused" in v["message"] for v in dead)
+    # GPU checks do not apply to GPU-less hosts under `local`, and are never a PASS
+    assert r[("ecc_enabled", "lab1")]["status"] == "N.A."
+    assert res["verdict"] == "FAIL"
+    assert res["hosts"]["lab3"]["python"] == "3.11.2"  # every measurement kept
+    assert "error" in res["hosts"]["lab4"]
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "Versions across hosts" in html and "so-odd" in html and "Sign-off verdict" in html
+    assert (tmp_path / "report" / "junit.xml").exists()
+
+
+def test_matching_hosts_pass(lab, tmp_path):
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable)
+    hosts = ["lab1", "lab2", "lab3"]
+    rc, res, out = accept(tmp_path, "--inventory", str(_only(inv, hosts)), "--profile", "auto")
+    assert rc == 0, out
+    assert res["verdict"] == "PASS" and res["meta"]["profile"] == "local"
+    assert {r["host"] for r in res["results"]} == set(hosts)
+    assert all(r["status"] in ("PASS", "N.A.") for r in res["results"])
+
+
+def test_gpu_profile_fails_gpu_less_hosts(lab, tmp_path):
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), ["lab1"])
+    rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "h200-2x-nvlink")
+    assert rc == 1
+    r = by_key(res)
+    for crit in ("gpu_count", "ecc_enabled", "nvidia_driver_version", "pcie_link"):
+        assert r[(crit, "lab1")]["status"] == "FAIL", r[(crit, "lab1")]
+        assert "lab1: no NVIDIA GPU" in r[(crit, "lab1")]["message"]
+        assert "h200-2x-nvlink" in r[(crit, "lab1")]["message"]
+
+
+def test_unknown_host_key_rejected_unless_accepted(lab, tmp_path):
+    inv = tmp_path / "inv.yaml"
+    lab.write_inventory(inv, python=sys.executable)
+    text = "\n".join(ln for ln in inv.read_text().splitlines() if not ln.startswith("known_hosts"))
+    inv.write_text(text)
+    only = _only(inv, ["lab1"])
+    rc, res, out = accept(tmp_path, "--inventory", str(only), "--profile", "local")
+    assert rc == 1
+    assert all(r["status"] == "ERROR" and "unknown host key" in r["message"] for r in res["results"])
+    rc, res, out = accept(tmp_path, "--inventory", str(only), "--profile", "local",
+                          "--accept-new-host-keys")
+    assert rc == 0, out
+
+
+def test_hung_probe_is_killed_on_its_host_and_others_run(lab, tmp_path):
+    marker = f"signoff-hang-{os.getpid()}"
+    slow = tmp_path / "slowpython"
+    slow.write_text(f"#!/bin/bash\nexec -a {marker} sleep 600\n")
+    slow.chmod(0o755)
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
+                                    overrides={"lab2": {"python": str(slow)}}), ["lab1", "lab2"])
+    rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "local",
+                          "--probe-timeout", "3")
+    r = by_key(res)
+    assert r[("version_parity", "lab1")]["status"] == "PASS"
+    hung = r[("version_parity", "lab2")]
+    assert hung["status"] == "ERROR" and "overran its 3 s timeout" in hung["message"]
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left == "", f"hung probe still running on the host: {left}"
+
+
+def _only(inv: Path, names: list[str]) -> Path:
+    """A copy of an inventory that keeps only some hosts."""
+    import yaml
+
+    data = yaml.safe_load(inv.read_text())
+    data["hosts"] = [h for h in data["hosts"] if h["name"] in names]
+    out = inv.with_name(f"{inv.stem}-{'-'.join(names)}.yaml")
+    out.write_text(yaml.safe_dump(data))
+    return out

@@ -1,0 +1,58 @@
+"""signoff.parity: version parity across hosts by majority."""
+
+from __future__ import annotations
+
+import pytest
+
+from signoff.parity import FIELDS, deviations, majority, odd_cells, versions
+
+
+@pytest.fixture
+def make_facts():
+    def make(torch="2.5.1", driver="580.95.05", python="3.11.9") -> dict:
+        return {"nvidia": {"driver": driver, "cuda_driver": "13.0"},
+                "torch": {"version": torch, "cuda": "12.4", "nccl": "2.21.5"},
+                "python": python, "os": "Ubuntu 22.04", "kernel": "6.8.0"}
+    return make
+
+
+def test_versions_reads_every_field(make_facts):
+    v = versions(make_facts())
+    assert set(v) == set(FIELDS)
+    assert (v["torch"], v["nvidia_driver"], v["nccl"]) == ("2.5.1", "580.95.05", "2.21.5")
+
+
+def test_majority():
+    assert majority({"a": 1, "b": 1, "c": 2}) == (1, True)
+    assert majority({"a": 1, "b": 2}) == (None, False)
+    assert majority({}) == (None, True)
+
+
+def test_one_odd_host_is_named_with_its_field(make_facts):
+    per_host = {"n1": versions(make_facts()), "n2": versions(make_facts(torch="2.4.0")),
+                "n3": versions(make_facts())}
+    assert deviations(per_host, "n1") == [] and deviations(per_host, "n3") == []
+    assert deviations(per_host, "n2") == ["torch 2.4.0 differs from 2.5.1 on n1, n3"]
+    assert odd_cells(per_host) == {("n2", "torch")}
+
+
+def test_two_differing_hosts_have_no_majority(make_facts):
+    per_host = {"a": versions(make_facts(driver="570.1")), "b": versions(make_facts())}
+    for h in per_host:
+        (msg,) = deviations(per_host, h)
+        assert msg == "NVIDIA driver has no majority value (a=570.1; b=580.95.05)"
+    assert odd_cells(per_host) == {("a", "nvidia_driver"), ("b", "nvidia_driver")}
+
+
+def test_identical_hosts_have_no_deviation(make_facts):
+    per_host = {h: versions(make_facts()) for h in ("a", "b", "c", "d")}
+    assert all(deviations(per_host, h) == [] for h in per_host)
+    assert odd_cells(per_host) == set()
+
+
+def test_unknown_everywhere_is_not_a_deviation():
+    facts = {"nvidia": {}, "torch": {}}  # no GPU, no torch: every field reads None
+    per_host = {h: versions(facts) for h in ("a", "b", "c")}
+    assert set(per_host["a"].values()) == {None}
+    assert all(deviations(per_host, h) == [] for h in per_host)
+    assert odd_cells(per_host) == set()

@@ -1,0 +1,208 @@
+"""signoff.profiles: threshold profiles, inheritance, validation, hardware matching."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from signoff import InputError, profiles
+from signoff.profiles import Threshold
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = {"gpu_model": "NVIDIA H200", "nvlink": True}
+
+BASE = """
+abstract: true
+hardware: {interconnect: any, mig: false}
+criteria:
+  nvidia_driver_version: {min: "525", unit: "(driver)", source: "docs A"}
+  row_remap_uncorrectable: {max: 512, unit: rows, source: "docs B"}
+"""
+CHILD = """
+extends: base
+hardware: {gpu_model: "NVIDIA X", gpu_count: 8, interconnect: nvlink}
+criteria:
+  nvidia_driver_version: {min: "580", unit: "(driver)", source: "docs C"}
+"""
+
+
+@pytest.fixture
+def write_profile(tmp_path):
+    def write(name: str, text: str) -> Path:
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(textwrap.dedent(text))
+        return p
+    return write
+
+
+def used_criteria() -> set[str]:
+    """Criteria the acceptance tests ask a profile for."""
+    text = "".join(p.read_text() for p in (ROOT / "acceptance").glob("*.py"))
+    return set(re.findall(r"\.threshold\(\"(\w+)\"\)", text))
+
+
+@pytest.mark.parametrize("name", profiles.available())
+def test_shipped_profile_loads_and_is_complete(name):
+    p = profiles.load(name)
+    assert p.name == name and p.chain[-1] == name
+    for t in p.criteria.values():
+        assert t.unit.strip() and t.source.strip(), t
+    if not p.abstract:
+        assert used_criteria(), "acceptance/ asks for no threshold: regex out of date?"
+        missing = used_criteria() - set(p.criteria)
+        assert not missing, f"{name} lacks {missing}"
+
+
+def test_shipped_profiles_exist():
+    assert {"local", "nvidia-base", "h200-4x-nvlink", "a100-8x-nvlink"} <= set(
+        profiles.available())
+
+
+def test_extends_overrides_and_inherits(write_profile, tmp_path):
+    write_profile("base", BASE)
+    write_profile("child", CHILD)
+    p = profiles.load("child", base_dir=tmp_path)
+    assert not p.abstract and p.chain == ["base", "child"]
+    assert p.hardware == {"interconnect": "nvlink", "mig": False,
+                          "gpu_model": "NVIDIA X", "gpu_count": 8}
+    drv = p.threshold("nvidia_driver_version")
+    assert (drv.value, drv.source) == ("580", "docs C")
+    rr = p.threshold("row_remap_uncorrectable")
+    assert (rr.op, rr.value, rr.unit, rr.source, rr.profile) == ("max", 512, "rows", "docs B",
+                                                                 "child")
+
+
+def test_load_by_path(write_profile, tmp_path):
+    path = write_profile("solo", "criteria: {}\n")
+    assert profiles.load(str(path), base_dir=tmp_path).name == "solo"
+
+
+def test_extends_cycle_is_an_error(write_profile, tmp_path):
+    write_profile("a", "extends: b\n")
+    write_profile("b", "extends: a\n")
+    with pytest.raises(InputError, match="extends itself"):
+        profiles.load("a", base_dir=tmp_path)
+
+
+def test_unknown_profile_lists_the_available(write_profile, tmp_path):
+    write_profile("real", "criteria: {}\n")
+    with pytest.raises(InputError, match=r"no such file.*real"):
+        profiles.load("nope", base_dir=tmp_path)
+
+
+def crit(name: str, body: str) -> str:
+    return f"criteria:\n  {name}: {body}\n"
+
+
+@pytest.mark.parametrize("text, where", [
+    ("colour: red\n", ": colour: unknown key"),
+    ("hardware: {gpus: 8}\n", "hardware.gpus: unknown key"),
+    ("hardware: {gpu_model: 'NVIDIA (H200'}\n", "hardware.gpu_model: not a valid regular"),
+    ("hardware: {interconnect: infiniband}\n", "hardware.interconnect: expected one of"),
+    ("hardware: {gpu_count: 0}\n", "hardware.gpu_count: expected a positive integer"),
+    (crit("fan_speed", "{max: 1, unit: rpm, source: s}"), "criteria.fan_speed: unknown criterion"),
+    (crit("row_remap_uncorrectable", "{unit: rows, source: s}"), "criteria.row_remap_uncorrectable: needs "
+                                                           "exactly one threshold"),
+    (crit("row_remap_uncorrectable", "{max: null, unit: rows, source: s}"), "needs exactly one"),
+    (crit("row_remap_uncorrectable", "{min: 0, max: 1, unit: rows, source: s}"),
+     "criteria.row_remap_uncorrectable: needs exactly one threshold"),
+    (crit("row_remap_uncorrectable", "{max: 0, source: s}"),
+     "criteria.row_remap_uncorrectable.unit: missing"),
+    (crit("row_remap_uncorrectable", "{max: 0, unit: rows}"),
+     "criteria.row_remap_uncorrectable.source: miss"),
+    (crit("row_remap_uncorrectable", "{max: 0, unit: ' ', source: s}"), "row_remap_uncorrectable.unit"),
+    (crit("row_remap_uncorrectable", "{max: lots, unit: rows, source: s}"),
+     "criteria.row_remap_uncorrectable.max: expected a number"),
+    (crit("row_remap_uncorrectable", "{max: true, unit: rows, source: s}"), "expected a number"),
+    (crit("nvidia_driver_version", "{min: new, unit: v, source: s}"),
+     "criteria.nvidia_driver_version.min: expected a version"),
+    (crit("row_remap_uncorrectable", "{max: 0, unit: rows, source: s, note: x}"),
+     "criteria.row_remap_uncorrectable.note: unknown key"),
+])
+def test_validation_names_file_and_key(write_profile, tmp_path, text, where):
+    """A missing threshold must never mean pass: every malformed criterion is an error."""
+    path = write_profile("bad", text)
+    with pytest.raises(InputError) as exc:
+        profiles.load("bad", base_dir=tmp_path)
+    assert f"profile {path}" in str(exc.value)
+    assert where in str(exc.value)
+
+
+def test_error_in_parent_names_the_parent_file(write_profile, tmp_path):
+    parent = write_profile("base", "hardware: {gpus: 8}\n")
+    write_profile("child", "extends: base\n")
+    with pytest.raises(InputError, match=re.escape(f"profile {parent}: hardware.gpus")):
+        profiles.load("child", base_dir=tmp_path)
+
+
+def test_absent_criterion_is_an_error_not_a_pass(write_profile, tmp_path):
+    write_profile("thin", "criteria: {}\n")
+    p = profiles.load("thin", base_dir=tmp_path)
+    with pytest.raises(InputError, match=r"thin.*'cuda_driver_version'"):
+        p.threshold("cuda_driver_version")
+
+
+def th(criterion: str, op: str, value) -> Threshold:
+    return Threshold(criterion, op, value, "u", "src", "prof")
+
+
+def test_threshold_ok_numbers():
+    assert th("row_remap_uncorrectable", "max", 512).ok(512)
+    assert not th("row_remap_uncorrectable", "max", 512).ok(513)
+    assert th("row_remap_uncorrectable", "min", 1).ok(1)
+    assert not th("row_remap_uncorrectable", "min", 1).ok(0)
+    assert th("row_remap_uncorrectable", "equals", 0).ok(0)
+    assert not th("row_remap_uncorrectable", "equals", 0).ok(1)
+
+
+def test_threshold_ok_versions_compare_numerically():
+    t = th("nvidia_driver_version", "min", "525")
+    assert t.ok("580.159.04")
+    assert not t.ok("470.1")
+    assert th("cuda_driver_version", "min", "11.8").ok("11.10")  # not a string compare
+    assert th("cuda_driver_version", "max", "12.4").ok("12.4")
+    assert str(t) == "expected >= 525 u (prof, source: src)"
+
+
+def test_matches_explains_a_class_mismatch():
+    h100 = profiles.load("h100-8x-nvlink")
+    why = profiles.matches(h100, {**H200, "gpu_count": 8})
+    assert why == ["GPU model NVIDIA H200 is not NVIDIA H100 80GB HBM3"]
+    pcie = profiles.load("l40s-8x-pcie")
+    why = profiles.matches(pcie, {"gpu_model": "NVIDIA L40S", "gpu_count": 4, "nvlink": True})
+    assert why == ["4 GPUs where 8 are expected",
+                   "NVLink present where a PCIe-only class is expected"]
+    assert profiles.matches(profiles.load("h200-4x-nvlink"), {**H200, "gpu_count": 4}) == []
+    assert "no NVLink where NVLink is required" in profiles.matches(
+        profiles.load("h200-4x-nvlink"), {**H200, "gpu_count": 4, "nvlink": False})
+
+
+@pytest.mark.parametrize("hw, name", [
+    ({**H200, "gpu_count": 4}, "h200-4x-nvlink"),
+    ({**H200, "gpu_count": 2}, "h200-2x-nvlink"),
+    ({**H200, "gpu_count": 8}, "h200-8x-nvlink"),
+    ({"gpu_model": "NVIDIA A100-SXM4-80GB", "gpu_count": 8, "nvlink": True}, "a100-8x-nvlink"),
+    ({"gpu_model": "NVIDIA A100-PCIE-40GB", "gpu_count": 8, "nvlink": False}, "a100-8x-pcie"),
+    ({"gpu_model": None, "gpu_count": 0, "nvlink": False}, "local"),
+    ({}, "local"),
+])
+def test_auto_select(hw, name):
+    assert profiles.auto_select(hw).name == name
+
+
+def test_auto_select_no_match_is_an_error():
+    with pytest.raises(InputError, match=r"no profile in .* matches 3 x NVIDIA H200 \(NVLink\)"):
+        profiles.auto_select({**H200, "gpu_count": 3})
+
+
+def test_auto_select_ambiguous_and_synthetic(write_profile, tmp_path):
+    write_profile("local", "criteria: {}\n")
+    write_profile("one", "hardware: {gpu_model: 'G.*', gpu_count: 2}\n")
+    assert profiles.auto_select({"gpu_model": "G1", "gpu_count": 2}, tmp_path).name == "one"
+    assert profiles.auto_select({"gpu_count": 0}, tmp_path).name == "local"
+    write_profile("two", "hardware: {gpu_model: 'G1', gpu_count: 2}\n")
+    with pytest.raises(InputError, match="several profiles match.*one, two"):
+        profiles.auto_select({"gpu_model": "G1", "gpu_count": 2}, tmp_path)

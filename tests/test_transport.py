@@ -1,0 +1,139 @@
+"""signoff.transport: guarded commands, local runs, and how SSH failures are explained."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from signoff.inventory import LOCAL, Host
+from signoff.transport import (
+    CommandResult,
+    HostUnreachable,
+    LocalTransport,
+    SSHTransport,
+    explain,
+    guarded,
+)
+
+
+@pytest.fixture
+def run_guarded(tmp_path):
+    """Run guarded(command, timeout) through `sh -c`, in its own session; kill leftovers."""
+    procs = []
+
+    def run(command: str, timeout: float, wait: float = 10) -> tuple[int, str, float]:
+        out = tmp_path / f"out{len(procs)}"
+        with out.open("w") as f:
+            start = time.monotonic()
+            proc = subprocess.Popen(["sh", "-c", guarded(command, timeout)], stdout=f,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        procs.append(proc)
+        rc = proc.wait(timeout=wait)
+        return rc, out.read_text(), time.monotonic() - start
+
+    yield run
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")  # a zombie is dead, only not yet reaped
+
+
+def test_guarded_runs_the_command_through_sh(run_guarded):
+    rc, out, _ = run_guarded("echo 'a b' \"$HOME\" | tr a A; exit 3", 5)
+    assert rc == 3
+    assert out == f"A b {os.environ['HOME']}\n"
+
+
+def test_overrun_is_killed_with_124(run_guarded):
+    rc, _, took = run_guarded("sleep 30", 1)
+    assert rc == 124
+    assert took < 4
+
+
+def test_overrun_kills_the_commands_children(run_guarded):
+    rc, out, took = run_guarded("sleep 300 & echo $!; wait", 1)
+    pid = int(out.split()[0])
+    try:
+        assert rc == 124 and took < 4
+        deadline = time.monotonic() + 2
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(pid), f"child sleep {pid} survived the timeout"
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_subsecond_timeout_still_limits(run_guarded):
+    try:
+        rc, _, _ = run_guarded("sleep 2", 0.5, wait=1.5)
+    except subprocess.TimeoutExpired:
+        pytest.fail("guarded command with timeout 0.5 still running after 1.5 s")
+    assert rc == 124
+
+
+def test_local_transport_run():
+    t = LocalTransport(Host(name="localhost", address=LOCAL))
+    r = t.run("echo out; echo err >&2; exit 3", 10)
+    assert isinstance(r, CommandResult)
+    assert (r.rc, r.stdout, r.stderr, r.ok, r.timed_out) == (3, "out\n", "err\n", False, False)
+    assert t.run("true", 10).ok
+
+
+def test_local_transport_overrun():
+    start = time.monotonic()
+    r = LocalTransport(Host(name="localhost", address=LOCAL)).run("echo hi; sleep 30", 1)
+    assert r.rc == 124 and r.timed_out and r.stdout == "hi\n"
+    assert time.monotonic() - start < 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ssh_closed_port_is_refused():
+    h = Host(name="closed", address="127.0.0.1", port=free_port())
+    with pytest.raises(HostUnreachable) as exc:
+        SSHTransport(h, connect_timeout=3).run("true", 5)
+    assert exc.value.host == "closed"
+    assert "refused" in exc.value.cause and f":{h.port}" in exc.value.cause
+    assert str(exc.value).startswith("closed: unreachable: ")
+
+
+def test_ssh_unresolvable_name_is_dns():
+    h = Host(name="no-such-host.invalid")
+    with pytest.raises(HostUnreachable) as exc:
+        SSHTransport(h, connect_timeout=3).run("true", 5)
+    assert "DNS" in exc.value.cause and "no-such-host.invalid" in exc.value.cause
+
+
+def test_explain_unknown_host_key():
+    msg = explain(paramiko.SSHException("Server '[x]:22' not found in known_hosts"),
+                  Host(name="x", port=2200))
+    assert "known_hosts" in msg and "--accept-new-host-keys" in msg
+    assert "x:2200" in msg
+
+
+def test_explain_other_causes():
+    h = Host(name="n1", user="ops")
+    assert "authentication failed for ops@n1:22" in explain(
+        paramiko.AuthenticationException("no keys"), h)
+    assert explain(TimeoutError(), h) == "timed out connecting to n1:22"
+    assert explain(ValueError("odd"), h) == "ValueError: odd"
