@@ -15,6 +15,14 @@ from signoff.transport import HostUnreachable, Transport, open_transport
 PROBE_DIR = Path(__file__).resolve().parent / "probes"
 
 
+# Kill the process group of every probe this run started on the host (the group leader
+# is the host-side `timeout`), then anything left by pid.
+KILL_PROBES = ("for f in {wd}/.pid.*; do p=${{f##*.}}; [ \"$p\" = '*' ] && continue; "
+               "g=$(ps -o pgid= -p $p 2>/dev/null | tr -d ' '); "
+               "[ \"$g\" = \"$(ps -o pgid= -p $$ | tr -d ' ')\" ] && g=; "  # never our own group
+               "[ -n \"$g\" ] && kill -KILL -$g 2>/dev/null; kill -KILL $p 2>/dev/null; done; true")
+
+
 class ProbeError(Exception):
     """A probe ran but gave no usable answer (crash, timeout, bad JSON)."""
 
@@ -59,14 +67,19 @@ class HostSession:
         """Run probes/<name>.py with the host's Python; return its JSON document."""
         wd = self._ensure_workdir()
         envs = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in (env or {}).items())
-        cmd = (f"cd {shlex.quote(wd)} && {envs} {shlex.quote(self.host.python)} "
-               f"{name}.py {' '.join(map(shlex.quote, args))}")
+        # The pid is recorded so that cleanup can kill the probe's process group even when
+        # the controller is interrupted before the host-side timeout fires.
+        # The pid file goes when the probe ends, so a reused pid is never killed.
+        cmd = (f"cd {shlex.quote(wd)} && touch .pid.$$ && env {envs} "
+               f"{shlex.quote(self.host.python)} {name}.py {' '.join(map(shlex.quote, args))}"
+               f"; rc=$?; rm -f .pid.$$; exit $rc")
         return parse_probe_output(self.host.name, name, self.t.run(cmd, timeout))
 
     def cleanup(self) -> None:
         try:
             if self.workdir:
-                self.t.run(f"rm -rf {shlex.quote(self.workdir)}", 30)
+                wd = shlex.quote(self.workdir)
+                self.t.run(KILL_PROBES.format(wd=wd) + f"; rm -rf {wd}", 30)
                 self.workdir = None
         except HostUnreachable:
             pass  # nothing was created on a host we could not reach
@@ -125,6 +138,7 @@ class Fleet:
         return out
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        # Don't wait for probes still running (Ctrl-C, a hung host): cleanup kills them.
+        self._pool.shutdown(wait=False, cancel_futures=True)
         with ThreadPoolExecutor(max_workers=min(64, len(self.sessions)) or 1) as pool:
             list(pool.map(HostSession.cleanup, self.sessions.values()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -111,6 +112,12 @@ def pytest_configure(config):
         "hosts": [h.name for h in inv.hosts],
     })
     config.pluginmanager.register(Recorder(state), "signoff-recorder")
+    # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 @pytest.hookimpl(optionalhook=True)

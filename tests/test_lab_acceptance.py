@@ -5,8 +5,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,3 +134,33 @@ def _only(inv: Path, names: list[str]) -> Path:
     out = inv.with_name(f"{inv.stem}-{'-'.join(names)}.yaml")
     out.write_text(yaml.safe_dump(data))
     return out
+
+
+def test_interrupted_run_keeps_results_and_leaves_nothing(lab, tmp_path):
+    marker = f"signoff-intr-{os.getpid()}"
+    slow = tmp_path / "slowpython"
+    slow.write_text(f"#!/bin/bash\nexec -a {marker} sleep 600\n")
+    slow.chmod(0o755)
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
+                                    overrides={"lab2": {"python": str(slow)}}), ["lab1", "lab2"])
+    rd = tmp_path / "report"
+    before = set(glob.glob("/tmp/signoff.*"))
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/", "--report-dir", str(rd),
+                          "-p", "no:cacheprovider", "--inventory", str(inv), "--profile", "local",
+                          "--probe-timeout", "300"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline:  # wait until lab1 has a result and lab2's probe hangs
+        res = json.loads((rd / "results.json").read_text()) if (rd / "results.json").exists() else {}
+        if res.get("results"):
+            break
+        time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    res = json.loads((rd / "results.json").read_text())
+    assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"]
+    assert any(r["host"] == "lab1" and r["status"] in ("PASS", "N.A.") for r in res["results"])
+    assert res["hosts"]["lab1"]["python"]
+    assert set(glob.glob("/tmp/signoff.*")) - before == set(), "temp dirs left behind"
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left == "", f"probe still running on the host after Ctrl-C: {left}"
