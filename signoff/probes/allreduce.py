@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Host-side probe: all-reduce bus bandwidth sweep, one process per GPU.
+
+nccl-tests' definitions: algbw = bytes / time (GB = 1e9 B); busbw = algbw * 2(n-1)/n.
+NCCL on GPUs, timed with CUDA events over a CUDA graph of `iters` all-reduces (an eager
+loop loses most of the small-message bandwidth to launch overhead); gloo on CPU-only
+hosts, timed with the wall clock. Every size's result is checked for correctness.
+Prints exactly one JSON document.
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+import time
+import traceback
+
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+NCCL_LOG = "nccl.%h.%p.log"
+
+
+def parse_size(text):
+    m = re.fullmatch(r"(\d+)([KMG]?)i?B?", text.strip().upper())
+    if not m:
+        raise SystemExit("bad size %r" % text)
+    return int(m.group(1)) * UNITS[m.group(2)]
+
+
+def sizes(lo, hi, factor):
+    out, s = [], lo
+    while s <= hi:
+        out.append(s)
+        s *= factor
+    return out
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def time_size(torch, dist, nbytes, args, dev, rank, world, use_graph):
+    """Seconds per all-reduce of `nbytes`, median over repeats, max over ranks."""
+    n = nbytes // 4
+    x = torch.full((n,), float(rank + 1), dtype=torch.float32, device=dev)
+    dist.all_reduce(x)
+    want = world * (world + 1) / 2
+    ok = bool(torch.all(x == want).item()) if n else True
+    x.zero_()  # zeros stay finite however often they are summed
+    graph = None
+    if dev.type == "cuda" and use_graph:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(args.warmup):
+                dist.all_reduce(x)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(args.iters):
+                dist.all_reduce(x)
+        graph.replay()  # one untimed replay: first replay uploads the graph
+    else:
+        for _ in range(args.warmup):
+            dist.all_reduce(x)
+    times = []
+    for _ in range(args.repeats):
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+            dist.barrier()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            if graph is not None:
+                graph.replay()
+            else:
+                for _ in range(args.iters):
+                    dist.all_reduce(x)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3 / args.iters)
+        else:
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                dist.all_reduce(x)
+            times.append((time.perf_counter() - t0) / args.iters)
+    t = torch.tensor([median(times), 0.0 if ok else 1.0], dtype=torch.float64,
+                     device=dev if dev.type == "cuda" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
+    del graph, x
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return float(t[0]), t[1].item() == 0.0
+
+
+def worker(rank, world, args, port, out_path):
+    import torch
+    import torch.distributed as dist
+
+    cuda = args.backend == "nccl"
+    dev = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+    kw = {"device_id": dev} if cuda else {}
+    dist.init_process_group(args.backend, init_method="tcp://127.0.0.1:%d" % port,
+                            rank=rank, world_size=world, **kw)
+    rows, use_graph = [], cuda and not args.no_graph
+    try:
+        for nbytes in sizes(args.min_bytes, args.max_bytes, args.factor):
+            try:
+                t, ok = time_size(torch, dist, nbytes, args, dev, rank, world, use_graph)
+            except RuntimeError:
+                if not use_graph:
+                    raise
+                use_graph = False  # capture unsupported here: fall back, and say so
+                t, ok = time_size(torch, dist, nbytes, args, dev, rank, world, use_graph)
+            algbw = nbytes / t / 1e9
+            rows.append({"bytes": nbytes, "time_us": round(t * 1e6, 3),
+                         "algbw": round(algbw, 3),
+                         "busbw": round(algbw * 2 * (world - 1) / world, 3), "correct": ok})
+        if rank == 0:
+            with open(out_path, "w") as f:
+                json.dump({"rows": rows, "graphs": use_graph}, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def nccl_transports(logdir):
+    """What NCCL reported it used between ranks ('via P2P/CUMEM', 'via SHM', 'via NET/IB')."""
+    found, lines = {}, []
+    for name in sorted(os.listdir(logdir)):
+        if not name.startswith("nccl."):
+            continue
+        with open(os.path.join(logdir, name), errors="replace") as f:
+            for line in f:
+                m = re.search(r"Channel \d+/\d+ : (\d+)\[\d+\] -> (\d+)\[\d+\] via (\S+)", line)
+                if m:
+                    found.setdefault(m.group(3), set()).add((int(m.group(1)), int(m.group(2))))
+                    if len(lines) < 40:
+                        lines.append(line.strip())
+                elif re.search(r"NCCL version|NVLS|Connected all rings|comm 0x", line) and len(lines) < 40:
+                    lines.append(line.strip())
+    return {k: sorted(v) for k, v in found.items()}, lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--min-bytes", type=parse_size, default=parse_size("1M"))
+    ap.add_argument("--max-bytes", type=parse_size, default=parse_size("8G"))
+    ap.add_argument("--factor", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    ap.add_argument("--nprocs", type=int, default=0, help="ranks; default one per GPU (gloo: 2)")
+    ap.add_argument("--no-graph", action="store_true", help="eager loop instead of CUDA graphs")
+    args = ap.parse_args()
+    doc = {"probe": "allreduce", "argv": sys.argv[1:],
+           "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
+    try:
+        import torch
+        import torch.multiprocessing as mp
+    except Exception as exc:  # noqa: BLE001
+        doc["error"] = "torch not importable: %s" % exc
+        print(json.dumps(doc))
+        return 1
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if args.backend == "auto":
+        args.backend = "nccl" if gpus else "gloo"
+    world = args.nprocs or (gpus if args.backend == "nccl" else 2)
+    doc.update(backend=args.backend, world_size=world, gpus=gpus, torch=torch.__version__)
+    if args.backend == "nccl":
+        doc["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    logdir = tempfile.mkdtemp(prefix="allreduce.", dir=".")
+    out_path = os.path.join(logdir, "rows.json")
+    if args.backend == "nccl":
+        # Ask NCCL which transport it picks; the user's own NCCL_* settings stay in force.
+        os.environ.setdefault("NCCL_DEBUG", "INFO")
+        os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET,GRAPH,ENV")
+        os.environ["NCCL_DEBUG_FILE"] = os.path.join(os.path.abspath(logdir), NCCL_LOG)
+    t0 = time.time()
+    try:
+        mp.spawn(worker, args=(world, args, free_port(), out_path), nprocs=world, join=True)
+        with open(out_path) as f:
+            doc.update(json.load(f))
+    except Exception as exc:  # noqa: BLE001
+        doc["error"] = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[-1:] or "")
+        doc["traceback"] = traceback.format_exc()[-2000:]
+    doc["elapsed_s"] = round(time.time() - t0, 2)
+    if args.backend == "nccl":
+        doc["transports"], doc["nccl_log"] = nccl_transports(logdir)
+    print(json.dumps(doc))
+    return 1 if "error" in doc else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
