@@ -48,6 +48,20 @@ class HostSession:
         self.host, self.t = host, transport
         self.workdir: str | None = None
         self._lock = threading.Lock()
+        self._cache: dict = {}
+
+    def cached_probe(self, name: str, *args: str, timeout: float = 600,
+                     env: dict | None = None) -> dict:
+        """Run a probe once per run and arguments; later checks reuse its document."""
+        key = (name, args, tuple(sorted((env or {}).items())))
+        if key not in self._cache:
+            try:
+                self._cache[key] = self.probe(name, *args, timeout=timeout, env=env)
+            except ProbeError as exc:
+                self._cache[key] = exc
+        if isinstance(self._cache[key], Exception):
+            raise self._cache[key]
+        return self._cache[key]
 
     def run(self, command: str, timeout: float = 60):
         return self.t.run(command, timeout)
@@ -66,7 +80,8 @@ class HostSession:
     def probe(self, name: str, *args: str, timeout: float = 120, env: dict | None = None) -> dict:
         """Run probes/<name>.py with the host's Python; return its JSON document."""
         wd = self._ensure_workdir()
-        envs = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in (env or {}).items())
+        env = {**self.host.env, **(env or {})}
+        envs = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
         # The pid is recorded so that cleanup can kill the probe's process group even when
         # the controller is interrupted before the host-side timeout fires.
         # The pid file goes when the probe ends, so a reused pid is never killed.

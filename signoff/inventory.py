@@ -11,7 +11,7 @@ import yaml
 from signoff import InputError
 from signoff.hostlist import expand
 
-HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags"}
+HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags", "env"}
 TOP_KEYS = {"hosts", "defaults", "known_hosts"}
 LOCAL = "local"
 
@@ -25,6 +25,7 @@ class Host:
     identity_file: str | None = None
     python: str = "python3"  # the interpreter the probes use: the user's training env
     tags: tuple = field(default_factory=tuple)
+    env: dict = field(default_factory=dict)  # set for every probe (e.g. NCCL_SOCKET_IFNAME)
 
     @property
     def local(self) -> bool:
@@ -73,6 +74,9 @@ def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
     tags = merged.get("tags") or []
     if not isinstance(tags, list):
         raise InputError(f"{where}.tags: expected a list, got {tags!r}")
+    env = merged.get("env") or {}
+    if not isinstance(env, dict) or not all(str(k).isidentifier() for k in env):
+        raise InputError(f"{where}.env: expected a mapping of VARIABLE: value, got {env!r}")
     names = expand(str(merged["name"]))
     if len(names) > 1 and merged.get("address"):
         raise InputError(f"{where}: a hostlist name ({merged['name']}) cannot share one address")
@@ -86,6 +90,7 @@ def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
             if merged.get("identity_file") else None,
             python=str(merged.get("python") or "python3"),
             tags=tuple(str(t) for t in tags),
+            env={str(k): str(v) for k, v in env.items()},
         )
         for n in names
     ]

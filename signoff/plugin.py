@@ -145,6 +145,9 @@ class HostView:
     def probe(self, name: str, *args, **kw) -> dict:
         return self.session.probe(name, *args, **kw)
 
+    def cached_probe(self, name: str, *args, **kw) -> dict:
+        return self.session.cached_probe(name, *args, **kw)
+
     @property
     def gpus(self) -> list[dict]:
         return self.facts["nvidia"].get("gpus", []) if self.facts["nvidia"]["available"] else []
@@ -202,6 +205,24 @@ def profile(pytestconfig, fleet) -> profiles.Profile:
 def host(request, fleet) -> HostView:
     name = request.param
     return HostView(name, fleet.facts(name), fleet.sessions[name])
+
+
+@pytest.fixture
+def attach(request):
+    """attach(kind, content, name): a figure ('png', base64) or 'html' in this test's row
+    of the HTML report; a no-op where pytest-html is not installed."""
+    try:
+        import pytest_html
+        extras = request.getfixturevalue("extras")
+    except (ImportError, pytest.FixtureLookupError):
+        return lambda kind, content, name="": None
+
+    def add(kind: str, content: str, name: str = ""):
+        if kind == "html":  # html extras carry no name: title it inline
+            extras.append(pytest_html.extras.html(f"<div><b>{name}</b>{content}</div>"))
+        else:
+            extras.append(getattr(pytest_html.extras, kind)(content, name=name))
+    return add
 
 
 @pytest.fixture

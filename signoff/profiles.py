@@ -23,7 +23,22 @@ CRITERIA: dict[str, dict] = {
     "nvidia_driver_version": {"type": "version"},
     "cuda_driver_version": {"type": "version"},
     "row_remap_uncorrectable": {"type": "number"},
+    # judged at `size`; `sweep` = [smallest, largest] message, x2 steps
+    "allreduce_busbw": {"type": "number", "extra": ("size", "sweep")},
+    "p2p_bandwidth": {"type": "number"},  # slowest GPU pair, unidirectional copy
+    "p2p_uniformity": {"type": "number"},  # slowest pair / median pair of the host
 }
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text) -> int:
+    """'8G' / '1MiB' / 1048576 -> bytes (binary units, as nccl-tests' -b/-e)."""
+    m = re.fullmatch(r"(\d+)\s*([KMG]?)(?:I?B)?", str(text).strip().upper())
+    if not m:
+        raise ValueError(f"not a size: {text!r} (expected e.g. 1M, 8G)")
+    return int(m.group(1)) * _UNITS[m.group(2)]
 
 
 def version_tuple(text) -> tuple:
@@ -166,7 +181,25 @@ def _threshold(name, spec, path, profile) -> Threshold:
         if not isinstance(spec.get(key), str) or not spec[key].strip():
             raise InputError(f"{w}.{key}: missing (every threshold needs a unit and a source)")
     extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source")}
+    if name == "allreduce_busbw":
+        _check_sweep(extra, w)
     return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra)
+
+
+def _check_sweep(extra: dict, where: str) -> None:
+    """The reference size must be one of the swept sizes (x2 steps from the smallest)."""
+    if "size" not in extra:
+        raise InputError(f"{where}.size: missing (the message size the threshold applies to)")
+    sweep = extra.get("sweep", ["1M", "8G"])
+    try:
+        lo, hi = (parse_size(s) for s in sweep)
+        size = parse_size(extra["size"])
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if not lo <= size <= hi or (size // lo) & (size // lo - 1) or size % lo:
+        raise InputError(f"{where}.size: {extra['size']} is not among the swept sizes "
+                         f"{sweep[0]}..{sweep[1]} (x2 steps)")
+    extra["sweep"] = [str(s) for s in sweep]
 
 
 def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> Profile:

@@ -1,0 +1,139 @@
+"""Intra-node GPU interconnect: all-reduce bus bandwidth, GPU pairs, topology, NCCL transport."""
+
+import pytest
+
+from signoff import diagnose, plots
+from signoff.check import not_applicable
+from signoff.fleet import ProbeError
+from signoff.profiles import parse_size
+
+RULE = "signoff acceptance rule"
+
+
+def allreduce(host, profile, devices) -> dict:
+    if len(devices) == 1:
+        not_applicable(f"{host} has one GPU: an all-reduce needs two")
+    t = profile.threshold("allreduce_busbw")
+    lo, hi = t.extra["sweep"]
+    env = {"NCCL_NVLS_ENABLE": "0"} if profile.hardware.get("nvls") is False else {}
+    doc = host.cached_probe("allreduce", "--min-bytes", lo, "--max-bytes", hi, env=env)
+    if "error" in doc:
+        raise ProbeError(f"{host}: all-reduce probe failed: {doc['error']}")
+    return doc
+
+
+def p2p(host, gpus) -> dict:
+    if len(gpus) < 2:
+        not_applicable(f"{host} has {len(gpus)} GPU(s): no pair to measure")
+    return host.cached_probe("p2p")
+
+
+def test_allreduce_busbw(host, profile, devices, check, attach):
+    doc = allreduce(host, profile, devices)
+    t = profile.threshold("allreduce_busbw")
+    ref = parse_size(t.extra["size"])
+    row = next(r for r in doc["rows"] if r["bytes"] == ref)
+    attach("png", plots.busbw_curve(host.name, doc["rows"], t.value, ref), "busbw curve")
+    attach("html", table(doc), "all-reduce table")
+    cause = ""
+    if not t.ok(row["busbw"]) and devices:
+        cause = "; ".join(diagnose.interconnect(devices, doc, p2p(host, devices))) or \
+                "nothing abnormal found in links, transport or pairs"
+    check.expect(row["busbw"], t, f"all-reduce busbw at {t.extra['size']} "
+                 f"({doc['world_size']} ranks, {doc['backend']})", cause=cause,
+                 details={"rows": doc["rows"], "backend": doc["backend"],
+                          "graphs": doc.get("graphs"), "nccl": doc.get("nccl")})
+
+
+def test_allreduce_correct(host, profile, devices, check):
+    doc = allreduce(host, profile, devices)
+    wrong = [f"wrong sum at {plots.human_bytes(r['bytes'])}" for r in doc["rows"] if not r["correct"]]
+    check.require(wrong, f"{len(doc['rows']) - len(wrong)}/{len(doc['rows'])} sizes correct",
+                  "every all-reduce returns the exact sum", RULE,
+                  cause="faulty GPU memory or link corrupting data")
+
+
+def test_p2p_bandwidth(host, gpus, profile, check, attach):
+    doc = p2p(host, gpus)
+    t = profile.threshold("p2p_bandwidth")
+    uni, bi = doc["unidirectional"], doc["bidirectional"]
+    attach("png", plots.p2p_heatmap(host.name, len(gpus), uni, "unidirectional copy", t.value),
+           "P2P unidirectional")
+    attach("png", plots.p2p_heatmap(host.name, len(gpus), bi, "bidirectional copy"), "P2P bidirectional")
+    bad = [f"{diagnose.pair(k)}: {v:g} GB/s < {t.value:g}" for k, v in sorted(uni.items())
+           if not t.ok(v)]
+    worst = min(uni.values())
+    paths = doc["topology"].get("paths", {})
+    cause = "; ".join({f"{paths.get(k, '?')} path" for k, v in uni.items() if not t.ok(v)})
+    check.require(bad, worst, f"every GPU pair {t.expected}", t.source, cause=cause,
+                  details={"unidirectional": uni, "bidirectional": bi, "paths": paths,
+                           "peer_access": doc.get("peer_access")})
+
+
+def test_p2p_uniformity(host, gpus, profile, check):
+    doc = p2p(host, gpus)
+    t = profile.threshold("p2p_uniformity")
+    slow = diagnose.slow_pairs(doc, t.value)
+    uni = doc["unidirectional"]
+    ratio = round(min(uni.values()) / sorted(uni.values())[len(uni) // 2], 3)
+    check.require(slow, ratio, f"slowest pair {t.expected} of the host's median pair", t.source,
+                  cause="one degraded link or a pair routed through the CPU")
+
+
+def test_gpu_topology(host, gpus, profile, check, attach):
+    doc = host.cached_probe("p2p", "--no-bandwidth") if len(gpus) > 1 else None
+    if doc is None:
+        not_applicable(f"{host} has one GPU")
+    topo = doc["topology"]
+    attach("html", f"<pre>{escape(topo.get('topo_m') or '')}</pre>", "nvidia-smi topo -m")
+    numa = {g["index"]: f"NUMA {g['numa_node']}, CPUs {g['cpu_affinity']}" for g in topo["gpus"]}
+    if profile.hardware.get("interconnect") != "nvlink":
+        not_applicable(f"profile {profile.name} does not require NVLink between GPUs; "
+                       f"paths: {topo.get('paths')}")
+    bad = diagnose.non_nvlink_paths(doc)
+    check.require(bad, f"{sum(v == 'NVLINK' for v in topo['paths'].values())}/"
+                  f"{len(topo['paths'])} pairs NVLink", "NVLink between every GPU pair",
+                  f"profile {profile.name}", cause="NVSwitch/bridge missing or a GPU off the fabric",
+                  details={"paths": topo["paths"], "affinity": numa})
+
+
+def test_nccl_transport(host, profile, devices, check):
+    doc = allreduce(host, profile, devices)
+    if doc["backend"] != "nccl":
+        not_applicable(f"{host} runs the all-reduce on gloo (no GPU): NCCL transport does not apply")
+    nvlink = any(g["nvlink"]["links"] for g in devices)
+    used = sorted(doc.get("transports") or {})
+    if not used:
+        raise ProbeError(f"{host}: NCCL printed no transport lines (NCCL_DEBUG output missing)")
+    if not nvlink:
+        not_applicable(f"{host} has no NVLink; NCCL used {', '.join(used)}")
+    bad = diagnose.fallback_transports(doc, nvlink)
+    check.require(bad, ", ".join(used), "P2P (NVLink) between every pair of ranks", RULE,
+                  cause="; ".join(diagnose.steering_env(doc.get("nccl_env") or {}))
+                  or "P2P disabled by the driver, container or ACS",
+                  details={"transports": doc.get("transports"), "nccl_env": doc.get("nccl_env"),
+                           "nccl_log": doc.get("nccl_log")})
+
+
+def escape(text: str) -> str:
+    from html import escape as esc
+    return esc(text)
+
+
+def table(doc: dict) -> str:
+    rows = "".join(f"<tr><td>{plots.human_bytes(r['bytes'])}</td><td>{r['time_us']:.1f}</td>"
+                   f"<td>{r['algbw']:.2f}</td><td>{r['busbw']:.2f}</td>"
+                   f"<td>{'ok' if r['correct'] else 'WRONG'}</td></tr>" for r in doc["rows"])
+    return ("<table class='so-table'><tr><th>size</th><th>time us</th><th>algbw GB/s</th>"
+            f"<th>busbw GB/s</th><th>result</th></tr>{rows}</table>")
+
+
+@pytest.fixture
+def devices(host, profile):
+    """GPUs to run collectives on; [] on a CPU-only host under a profile that allows it (gloo)."""
+    if host.gpus:
+        return host.gpus
+    if profile.gpu_required:
+        pytest.fail(f"{host}: no NVIDIA GPU ({host.facts['nvidia'].get('error')}); profile "
+                    f"{profile.name} expects {profile.describe_class()}", pytrace=False)
+    return []
