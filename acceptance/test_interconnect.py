@@ -36,9 +36,11 @@ def test_allreduce_busbw(host, profile, devices, check, attach):
     attach("png", plots.busbw_curve(host.name, doc["rows"], t.value, ref), "busbw curve")
     attach("html", table(doc), "all-reduce table")
     cause = ""
-    if not t.ok(row["busbw"]) and devices:
-        cause = "; ".join(diagnose.interconnect(devices, doc, p2p(host, devices))) or \
-                "nothing abnormal found in links, transport or pairs"
+    if not t.ok(row["busbw"]):
+        pairs = p2p(host, devices) if devices else None
+        cause = "; ".join(diagnose.interconnect(devices, doc, pairs,
+                                                cpu_count=host.facts.get("cpu_count"))) or \
+            "nothing abnormal found in links, transport or pairs"
     check.expect(row["busbw"], t, f"all-reduce busbw at {t.extra['size']} "
                  f"({doc['world_size']} ranks, {doc['backend']})", cause=cause,
                  details={"rows": doc["rows"], "backend": doc["backend"],

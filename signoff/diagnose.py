@@ -50,7 +50,10 @@ def steering_env(env: dict) -> list[str]:
 
 
 def interconnect(gpus: list[dict], allreduce: dict, p2p: dict | None,
-                 uniformity: float = 0.8) -> list[str]:
+                 uniformity: float = 0.8, cpu_count: int | None = None) -> list[str]:
+    if allreduce.get("backend") == "gloo":
+        return [f"CPU all-reduce over gloo ({allreduce.get('world_size')} ranks on {cpu_count} CPUs) "
+                f"is bound by CPU and memory bandwidth"] + steering_env(allreduce.get("nccl_env") or {})
     nvlink = any(g["nvlink"]["links"] for g in gpus)
     causes = links_down(gpus) + fallback_transports(allreduce, nvlink)
     if p2p:

@@ -68,7 +68,16 @@ def time_size(torch, dist, nbytes, args, dev, rank, world, use_graph):
         with torch.cuda.graph(graph):
             for _ in range(args.iters):
                 dist.all_reduce(x)
-        graph.replay()  # one untimed replay: first replay uploads the graph
+        # Prove the graph really reduces (an empty capture would time nothing): from ones,
+        # `iters` in-place sums leave world**iters everywhere.
+        x.fill_(1.0)
+        graph.replay()
+        want_g = float(world) ** args.iters
+        if n and want_g < 1e30:
+            lo_hi = (float(x.min()), float(x.max()))
+            if not all(abs(v - want_g) <= 1e-5 * want_g for v in lo_hi):
+                raise RuntimeError("CUDA graph replay did not reduce: %r != %g" % (lo_hi, want_g))
+        x.zero_()
     else:
         for _ in range(args.warmup):
             dist.all_reduce(x)

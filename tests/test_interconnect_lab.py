@@ -1,0 +1,98 @@
+"""Intra-node interconnect checks run for real: gloo all-reduce between processes on lab
+hosts over SSH, a threshold the machine cannot reach, and a hung collective killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from lab import SSHD, Lab
+from test_lab_acceptance import ROOT, _only, accept, by_key
+
+from signoff import inventory
+from signoff.fleet import Fleet, ProbeError
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(os.geteuid() != 0, reason="lab needs root (network namespaces, sshd)"),
+    pytest.mark.skipif(not os.path.exists(SSHD), reason=f"{SSHD} missing: install openssh-server"),
+]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with Lab(tmp_path_factory.mktemp("lab"), n_hosts=2) as lab:
+        yield lab
+
+
+@pytest.fixture
+def inv(lab, tmp_path):
+    return lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable)
+
+
+def test_gloo_allreduce_passes_over_ssh(inv, tmp_path):
+    rc, res, out = accept(tmp_path, "-k", "allreduce or nccl", "--inventory", str(inv),
+                          "--profile", "local")
+    assert rc == 0, out
+    r = by_key(res)
+    for host in ("lab1", "lab2"):
+        bw = r[("allreduce_busbw", host)]
+        assert bw["status"] == "PASS" and bw["measured"] > 0.2
+        rows = bw["details"]["rows"]
+        assert [x["bytes"] for x in rows] == [1 << k for k in range(20, 25)]
+        assert all(x["busbw"] == pytest.approx(x["algbw"]) for x in rows)  # 2 ranks: 2(n-1)/n = 1
+        assert r[("allreduce_correct", host)]["status"] == "PASS"
+        assert r[("nccl_transport", host)]["status"] == "N.A."
+
+
+def test_threshold_above_the_machine_fails_with_diagnosis(inv, tmp_path):
+    prof = tmp_path / "fast.yaml"
+    prof.write_text("extends: local\ncriteria:\n  allreduce_busbw: {min: 10000, unit: GB/s, "
+                    "size: 16M, sweep: [1M, 16M], source: 'test: beyond any CPU'}\n")
+    rc, res, out = accept(tmp_path, "-k", "allreduce_busbw", "--inventory",
+                          str(_only(inv, ["lab1"])), "--profile", str(prof))
+    assert rc == 1
+    f = by_key(res)[("allreduce_busbw", "lab1")]
+    assert f["status"] == "FAIL"
+    msg = f["message"]
+    assert msg.startswith("lab1: all-reduce busbw at 16M (2 ranks, gloo) = ")
+    assert "expected >= 10000 GB/s (fast, source: test: beyond any CPU)" in msg
+    assert "likely cause: CPU all-reduce over gloo (2 ranks on" in msg
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "all-reduce bandwidth" in html or "image/png" in html  # the curve is in the report
+
+
+def test_hung_collective_is_killed_with_all_ranks(lab, inv):
+    fleet = Fleet(inventory.load(inv))
+    s = fleet.sessions["lab1"]
+    t0 = time.time()
+    with pytest.raises(ProbeError, match="overran its 4 s timeout and was killed on the host"):
+        s.probe("allreduce", "--max-bytes", "1G", "--iters", "100000", timeout=4)
+    assert time.time() - t0 < 30
+    wd = s.workdir
+    left = subprocess.run(["pgrep", "-f", f"allreduce|{wd}"], capture_output=True, text=True)
+    mine = [p for p in left.stdout.split() if _cwd(p).startswith(wd)]
+    fleet.close()
+    assert mine == [], "ranks of the killed all-reduce still run"
+    assert not os.path.exists(wd)
+
+
+def _cwd(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
+def test_report_has_curve_and_json_has_rows(inv, tmp_path):
+    rc, res, out = accept(tmp_path, "-k", "allreduce_busbw", "--inventory",
+                          str(_only(inv, ["lab2"])), "--profile", "local")
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "data:image/png;base64" in html and "busbw GB/s" in html
+    saved = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert saved["results"][0]["details"]["backend"] == "gloo"
+    assert ROOT.exists()
