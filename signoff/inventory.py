@@ -12,6 +12,7 @@ from signoff import InputError
 from signoff.hostlist import expand
 
 HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags", "env"}
+HOST_KEYS |= {"storage_path", "storage_readonly"}  # the directory the storage checks read
 TOP_KEYS = {"hosts", "defaults", "known_hosts"}
 LOCAL = "local"
 
@@ -26,6 +27,8 @@ class Host:
     python: str = "python3"  # the interpreter the probes use: the user's training env
     tags: tuple = field(default_factory=tuple)
     env: dict = field(default_factory=dict)  # set for every probe (e.g. NCCL_SOCKET_IFNAME)
+    storage_path: str | None = None  # directory the storage checks read (--storage-path wins)
+    storage_readonly: bool = False  # measure the files there, write nothing
 
     @property
     def local(self) -> bool:
@@ -77,6 +80,12 @@ def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
     env = merged.get("env") or {}
     if not isinstance(env, dict) or not all(str(k).isidentifier() for k in env):
         raise InputError(f"{where}.env: expected a mapping of VARIABLE: value, got {env!r}")
+    spath = merged.get("storage_path")
+    if spath is not None and not str(spath).startswith("/"):
+        raise InputError(f"{where}.storage_path: expected an absolute directory, got {spath!r}")
+    if not isinstance(merged.get("storage_readonly", False), bool):
+        raise InputError(f"{where}.storage_readonly: expected true or false, "
+                         f"got {merged['storage_readonly']!r}")
     names = expand(str(merged["name"]))
     if len(names) > 1 and merged.get("address"):
         raise InputError(f"{where}: a hostlist name ({merged['name']}) cannot share one address")
@@ -91,6 +100,8 @@ def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
             python=str(merged.get("python") or "python3"),
             tags=tuple(str(t) for t in tags),
             env={str(k): str(v) for k, v in env.items()},
+            storage_path=str(spath) if spath is not None else None,
+            storage_readonly=bool(merged.get("storage_readonly", False)),
         )
         for n in names
     ]

@@ -53,6 +53,17 @@ def pytest_addoption(parser):
     g.addoption("--connect-timeout", type=float, default=10, help="SSH connect timeout, s")
     g.addoption("--probe-timeout", type=float, default=180,
                 help="a probe running longer is killed on its host, s")
+    g.addoption("--storage-path", default=None,
+                help="directory the storage checks read; test files go into .signoff-<run>-<host>/ "
+                     "there and are removed at the end (default: the inventory's storage_path, "
+                     "else the host's temp dir)")
+    g.addoption("--storage-readonly", action="store_true", default=False,
+                help="measure the files already in the storage path, writing nothing")
+    g.addoption("--storage-tool", choices=("auto", "fio", "builtin"), default="auto",
+                help="storage reader: fio where installed (auto), or the built-in one")
+    g.addoption("--storage-min-free", default="10%",
+                help="refuse to write test files that would leave less free on the filesystem "
+                     "(percent or size, default 10%%)")
     g.addoption("--report-dir", default=None,
                 help="where report.html, results.json and junit.xml go "
                      "(default reports/<UTC timestamp>/)")

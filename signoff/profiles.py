@@ -27,6 +27,10 @@ CRITERIA: dict[str, dict] = {
     "allreduce_busbw": {"type": "number", "extra": ("size", "sweep")},
     "p2p_bandwidth": {"type": "number"},  # slowest GPU pair, unidirectional copy
     "p2p_uniformity": {"type": "number"},  # slowest pair / median pair of the host
+    # storage read throughput, GB/s: one host alone, all hosts at once (signoff/storage.py)
+    "storage_read_seq": {"type": "number", "extra": ("size", "bs", "jobs", "iodepth", "runtime")},
+    "storage_read_small": {"type": "number", "extra": ("files", "file_size", "bs", "jobs", "runtime")},
+    "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per")},
 }
 
 
@@ -183,6 +187,9 @@ def _threshold(name, spec, path, profile) -> Threshold:
     extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source")}
     if name == "allreduce_busbw":
         _check_sweep(extra, w)
+    if name.startswith("storage_"):
+        from signoff.storage import check_extra  # (signoff.storage imports this module)
+        check_extra(name, extra, w)
     return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra)
 
 

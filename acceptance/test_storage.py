@@ -1,0 +1,103 @@
+"""Storage read throughput: per node (large sequential blocks, many small files) and every
+host reading at once. Test files are written only under <path>/.signoff-<run>-<host>/ and
+removed at the end, also after a failure or Ctrl-C; --storage-readonly writes nothing."""
+
+import pytest
+
+from signoff import storage
+from signoff.fleet import ProbeError
+
+
+@pytest.fixture
+def node(host, profile):
+    """The host, if it is of the profile's class: a GPU-less host under a GPU profile FAILS
+    unmeasured (as the interconnect checks do) rather than spend minutes on its disks."""
+    if profile.gpu_required and not host.gpus:
+        why = host.facts["nvidia"].get("error") or "NVML reports no GPU"
+        pytest.fail(f"{host}: no NVIDIA GPU ({why}); profile {profile.name} expects "
+                    f"{profile.describe_class()}: storage not measured", pytrace=False)
+    return host
+
+
+@pytest.fixture(scope="module")
+def store(pytestconfig, fleet, profile):
+    run = storage.StorageRun(fleet, profile, pytestconfig.getoption("storage_path"),
+                             pytestconfig.getoption("storage_readonly"),
+                             pytestconfig.getoption("storage_tool"),
+                             pytestconfig.getoption("storage_min_free"))
+    yield run
+    run.close()
+
+
+def judge(host, doc, t, what, check, attach):
+    gbps = round(doc["gbps"], 3)
+    how = storage.describe(doc)
+    attach("html", storage.html_table({
+        "measured": f"{gbps} GB/s ({doc['bytes']} bytes in {doc['seconds']:.2f} s)",
+        "tool": f"{doc['tool']} ({doc['tool_version']})", "parameters": doc["params"],
+        "path": f"{doc['path']}{' (read-only)' if doc['readonly'] else ''}",
+        "filesystem": storage.storage_kind(doc["fs"]), "page cache": doc["cache"],
+        "files": f"{doc['files']} ({doc['bytes_per_pass']} bytes per pass)"}), what)
+    if not doc["cache"]["defeated"]:
+        check.record(gbps, t.expected, t.unit, t.source, storage.details(doc))
+        raise ProbeError(f"{host}: {what} of {doc['path']} = {gbps} GB/s is not a storage "
+                         f"figure: the page cache could not be bypassed ({doc['cache']['note']})")
+    check.expect(gbps, t, f"{what} of {doc['path']} ({how})",
+                 cause=storage.cause(doc, doc["workload"]), details=storage.details(doc))
+
+
+def test_storage_read_seq(node, store, profile, check, attach):
+    t = profile.threshold("storage_read_seq")
+    judge(node, store.read(node.name, "seq"), t, "sequential read", check, attach)
+
+
+def test_storage_read_small(node, store, profile, check, attach):
+    t = profile.threshold("storage_read_small")
+    judge(node, store.read(node.name, "small"), t, "small-file read", check, attach)
+
+
+def test_storage_read_aggregate(store, profile, fleet, check, attach):
+    """Every host reads its own files on the shared path at the same moment; the aggregate
+    is the sum of what they read in the window where all of them were reading."""
+    t = profile.threshold("storage_read_aggregate")
+    facts = fleet.all_facts()
+    if profile.gpu_required:
+        odd = [n for n, f in facts.items() if isinstance(f, dict) and not f["nvidia"].get("gpus")]
+        if odd:
+            pytest.fail(f"all hosts: {', '.join(odd)} without NVIDIA GPU; profile {profile.name} "
+                        f"expects {profile.describe_class()}: storage not measured", pytrace=False)
+    got = store.read_all("seq", storage.knobs(t)["runtime"])
+    if "errors" in got:
+        raise ProbeError("all hosts: the aggregate read needs every host: "
+                         + "; ".join(str(e) for e in got["errors"].values()))
+    docs = got["docs"]
+    ov = storage.overlap({n: d["intervals"] for n, d in docs.items()})
+    gpus = sum(len(f["nvidia"].get("gpus", [])) for f in facts.values()
+               if isinstance(f, dict) and f.get("nvidia", {}).get("available"))
+    limit = storage.scaled(t, len(docs), gpus)
+    measured = round(ov["aggregate"], 3)
+    shares = {n: round(v, 3) for n, v in sorted(ov["per_host"].items(), key=lambda kv: kv[1])}
+    d0 = next(iter(docs.values()))
+    info = {"window_s": round(ov["seconds"], 3), "coverage": round(ov["coverage"], 3),
+            "per_host_in_window": shares, "clock_offsets_s": {n: round(o, 4) for n, o in
+                                                              got["offsets"].items()},
+            "per_host": {n: {**storage.details(d), "gbps": d["gbps"], "spans": ov["spans"][n]}
+                         for n, d in docs.items()}}
+    attach("html", storage.html_table({
+        "aggregate": f"{measured} GB/s over {ov['seconds']:.2f} s with {len(docs)} hosts reading",
+        "per host (GB/s in the window)": shares, "measured with": storage.describe(d0),
+        "path": d0["path"], "filesystem": storage.storage_kind(d0["fs"])}), "aggregate read")
+    if ov["coverage"] < storage.MIN_OVERLAP:
+        check.record(measured, limit.expected, limit.unit, limit.source, info)
+        raise ProbeError(f"all hosts: the reads overlapped for {ov['seconds']:.2f} s only "
+                         f"({ov['coverage']:.0%} of a host's read): the hosts did not read at the "
+                         f"same moment (clock offsets {info['clock_offsets_s']})")
+    cached = [n for n, d in docs.items() if not d["cache"]["defeated"]]
+    if cached:
+        check.record(measured, limit.expected, limit.unit, limit.source, info)
+        raise ProbeError(f"all hosts: aggregate {measured} GB/s is not a storage figure: the page "
+                         f"cache could not be bypassed on {', '.join(cached)}")
+    n = f"{len(docs)} host{'s' if len(docs) > 1 else ''}"
+    check.expect(measured, limit, f"aggregate read of {n} at once over "
+                 f"{ov['seconds']:.1f} s of {d0['path']} ({storage.describe(d0)})",
+                 cause=storage.aggregate_cause(shares, d0), details=info)

@@ -1,0 +1,854 @@
+#!/usr/bin/env python3
+"""Host-side probe: storage read throughput, large sequential blocks and many small files.
+
+fio (JSON output, --readonly) where it is installed, else a built-in reader (threads,
+pread into page-aligned buffers). The page cache must not inflate the figure: O_DIRECT
+where the filesystem takes it, else buffered reads with the files' pages dropped before
+(fadvise DONTNEED, checked with mincore) and behind; a run that could not defeat the
+cache says so ("cache": {"defeated": false}).
+
+Safety: files are written only inside <path>/.signoff-<runid>-<host>/ (created with
+mkdir, so never an existing one), with O_EXCL, after a free-space check; on SIGTERM,
+SIGINT or SIGHUP the probe removes what it created. --readonly writes nothing at all.
+
+Subcommands (the controller runs them in this order on every host):
+  claim    check the path, refuse early on too little space, make the run's directory
+  prepare  write the workload's files (or, --readonly, pick existing ones); keep a manifest
+           in the current directory
+  read     read the manifest's files (optionally from --start-at, an epoch time), report
+           bytes, seconds, per-interval bytes with epoch timestamps, tool and parameters
+  clean    remove <path>/.signoff-<runid>-*
+  run      all of the above in one go (standalone use)
+Prints exactly one JSON document; {"error": ...} for a refusal (exit 0).
+"""
+import argparse
+import ctypes
+import ctypes.util
+import errno
+import json
+import mmap
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+MARK = ".signoff-"
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+PATTERN_LEN = 4 << 20
+WRITE_CHUNK = 1 << 20
+SAMPLE_S = 0.1
+NETWORK_FS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", "glusterfs",
+              "wekafs", "fuse.")
+# Filesystems whose own cache may answer O_DIRECT reads (ZFS before 2.3 ignores O_DIRECT).
+OWN_CACHE_FS = ("zfs",)
+RAM_FS = ("tmpfs", "ramfs")  # the page cache is where their files live
+FIO_UNSAFE = re.compile(r"[:$\\\n\r\t]")  # fio would split, expand or mangle such names
+WALK_LIMIT = 200000
+OWNED = []  # what this process created: removed again on a refusal, an error or a signal
+
+
+class Refused(Exception):
+    """An expected refusal (bad path, too little space): one clear message, exit 0."""
+
+
+class Interrupted(BaseException):
+    def __init__(self, signum):
+        super().__init__("signal %d" % signum)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    raise Interrupted(signum)
+
+
+def parse_size(text):
+    m = re.fullmatch(r"(\d+)\s*([KMGT]?)(?:I?B)?", str(text).strip().upper())
+    if not m:
+        raise Refused("not a size: %r (expected e.g. 128K, 1M, 8G)" % text)
+    return int(m.group(1)) * UNITS[m.group(2)]
+
+
+def human(n):
+    for unit, k in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if abs(n) >= 1 << k:
+            return "%.1f %s" % (n / float(1 << k), unit)
+    return "%d B" % n
+
+
+def own_dir(path, runid, host):
+    return os.path.join(path, "%s%s-%s" % (MARK, runid, re.sub(r"[^A-Za-z0-9._-]", "_", host)))
+
+
+# ------------------------------------------------------------------ the path and its filesystem
+
+def resolve_path(path):
+    if path in ("", "@tmp"):
+        path = tempfile.gettempdir()
+    if not os.path.isabs(path):
+        raise Refused("storage path %s is not absolute" % path)
+    path = os.path.normpath(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise Refused("storage path %s does not exist" % path) from None
+    except OSError as exc:
+        raise Refused("storage path %s: cannot stat it (%s)" % (path, exc.strerror)) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise Refused("storage path %s is not a directory" % path)
+    return path
+
+
+def check_access(path, readonly, fs):
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise Refused("storage path %s is not readable by uid %d" % (path, os.geteuid()))
+    if readonly or os.access(path, os.W_OK | os.X_OK):
+        return
+    why = "read-only mount" if "ro" in fs.get("options", "").split(",") else \
+        "permission denied for uid %d" % os.geteuid()
+    raise Refused("storage path %s is not writable (%s): pass --storage-readonly to measure the "
+                  "files already there without writing" % (path, why))
+
+
+def fs_info(path):
+    """Filesystem type, source, mount options and whether the disk behind it spins."""
+    real = os.path.realpath(path)
+    best = {"mount": "/", "fstype": "?", "source": "?", "options": ""}
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                a, b = left.split(), right.split()
+                mp = a[4].encode().decode("unicode_escape")  # \040 -> space
+                if (real == mp or real.startswith(mp.rstrip("/") + "/")) and \
+                        len(mp) >= len(best["mount"]):
+                    best = {"mount": mp, "fstype": b[0], "source": b[1] if len(b) > 1 else "?",
+                            "options": a[5]}
+    except (OSError, IndexError):
+        pass
+    best["rotational"], best["device"] = None, None
+    try:
+        st = os.stat(path)
+        dev = os.path.realpath("/sys/dev/block/%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev)))
+        if os.path.exists(os.path.join(dev, "partition")):
+            dev = os.path.dirname(dev)
+        best["device"] = os.path.basename(dev) if os.path.isdir(dev) else None
+        with open(os.path.join(dev, "queue", "rotational")) as f:
+            best["rotational"] = f.read().strip() == "1"
+    except (OSError, ValueError):
+        pass
+    best["network"] = best["fstype"].startswith(NETWORK_FS)
+    return best
+
+
+def space(path):
+    s = os.statvfs(path)
+    return s.f_bavail * s.f_frsize, s.f_blocks * s.f_frsize
+
+
+def margin_bytes(min_free, total):
+    text = str(min_free).strip()
+    if text.endswith("%"):
+        return int(total * float(text[:-1]) / 100), text
+    return parse_size(text), human(parse_size(text))
+
+
+def check_space(path, need, min_free, what):
+    avail, total = space(path)
+    margin, label = margin_bytes(min_free, total)
+    if avail - need < margin:
+        raise Refused("refusing to write %s to %s: it would leave %s free of %s, below the safe "
+                      "margin of %s (%s); free space, use smaller sizes in the profile, or pass "
+                      "--storage-readonly to measure existing files"
+                      % (what, path, human(max(avail - need, 0)), human(total), label,
+                         human(margin)))
+    return avail
+
+
+# ------------------------------------------------------------------ cache control
+
+def _libc():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+def resident_fraction(paths, max_files=64):
+    """Fraction of the files' pages in the page cache (mincore), or None if unknown."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mincore"):
+        return None
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    page = os.sysconf("SC_PAGE_SIZE")
+    step = max(1, len(paths) // max_files)
+    resident = pages = 0
+    for p in paths[::step]:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            if not size:
+                continue
+            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                return None
+            try:
+                n = (size + page - 1) // page
+                vec = (ctypes.c_ubyte * n)()
+                if libc.mincore(ctypes.c_void_p(addr), size, vec) != 0:
+                    return None
+                resident += n - bytes(vec).count(0)
+                pages += n
+            finally:
+                libc.munmap(ctypes.c_void_p(addr), size)
+        finally:
+            os.close(fd)
+    return resident / float(pages) if pages else 0.0
+
+
+def drop_pages(paths):
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def direct_ok(path):
+    if not hasattr(os, "O_DIRECT"):
+        return False, "this OS has no O_DIRECT"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as exc:
+        return False, "open(O_DIRECT) failed: %s" % exc.strerror
+    buf = mmap.mmap(-1, 1 << 16)
+    try:
+        os.preadv(fd, [buf], 0)
+    except OSError as exc:
+        return False, "read with O_DIRECT failed: %s" % exc.strerror
+    finally:
+        os.close(fd)
+        buf.close()
+    return True, ""
+
+
+def mem_total():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def sync_fs(path):
+    libc = _libc()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc is not None and hasattr(libc, "syncfs") and libc.syncfs(fd) == 0:
+            return
+        os.sync()
+    finally:
+        os.close(fd)
+
+
+_NOATIME = [getattr(os, "O_NOATIME", 0)]
+
+
+def open_read(path, direct):
+    """O_RDONLY (+O_DIRECT), and O_NOATIME where allowed: reading touches nothing."""
+    flags = os.O_RDONLY | (os.O_DIRECT if direct else 0)
+    if _NOATIME[0]:
+        try:
+            return os.open(path, flags | _NOATIME[0])
+        except PermissionError:
+            _NOATIME[0] = 0
+    return os.open(path, flags)
+
+
+# ------------------------------------------------------------------ subcommands
+
+def cmd_claim(a):
+    path = resolve_path(a.path)
+    fs = fs_info(path)
+    check_access(path, a.readonly, fs)
+    try:
+        others = sorted(n for n in os.listdir(path)
+                        if n.startswith(MARK) and not n.startswith("%s%s-" % (MARK, a.runid)))
+    except OSError:
+        others = []
+    doc = {"path": path, "fs": fs, "readonly": a.readonly, "leftovers": others[:20]}
+    if a.readonly:
+        return doc
+    need = parse_size(a.need)
+    doc["free"] = check_space(path, need, a.min_free, human(need))
+    d = own_dir(path, a.runid, a.host)
+    try:
+        os.mkdir(d, 0o700)
+        OWNED.append(d)
+    except FileExistsError:
+        raise Refused("%s already exists: refusing to touch it" % d) from None
+    except OSError as exc:
+        raise Refused("storage path %s: cannot create %s (%s)" % (path, d, exc.strerror)) from None
+    doc["dir"] = d
+    return doc
+
+
+def manifest_path(a):
+    return os.path.join(a.state_dir, "storage-%s-%s.json" % (a.runid, a.workload))
+
+
+def _pattern():
+    p = os.urandom(PATTERN_LEN)
+    return memoryview(p + p)
+
+
+def write_file(path, size, pattern, salt):
+    """A new file (never an existing one) of size bytes of incompressible, non-repeating data."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    OWNED.append(path)
+    try:
+        off, b = 0, salt
+        while off < size:
+            n = min(WRITE_CHUNK, size - off)
+            k = (b * 4097) % PATTERN_LEN
+            off += os.write(fd, pattern[k:k + n])
+            b += 1
+    finally:
+        os.close(fd)
+
+
+def layout(a):
+    """[(relative name, size)] of the files a workload writes."""
+    if a.workload == "seq":
+        bs = parse_size(a.bs)
+        per = max(bs, parse_size(a.size) // a.jobs // bs * bs)
+        return [("seq.%d" % j, per) for j in range(a.jobs)]
+    fsize = parse_size(a.file_size)
+    return [("small/f%06d" % i, fsize) for i in range(a.files)]
+
+
+def select_existing(path, a):
+    """Read-only mode: existing files under path, deterministic, this host's shard first."""
+    found, seen, stack = [], 0, [path]
+    while stack and seen < WALK_LIMIT:
+        d = stack.pop()
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name, reverse=True)
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if e.name.startswith(MARK) or FIO_UNSAFE.search(e.path):
+                continue
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                elif e.is_file(follow_symlinks=False) and os.access(e.path, os.R_OK):
+                    found.append((e.path, e.stat(follow_symlinks=False).st_size))
+            except OSError:
+                continue
+    found.sort(key=lambda f: f[0])
+    if a.workload == "seq":
+        bs = parse_size(a.bs)
+        cands = sorted((f for f in found if f[1] >= bs), key=lambda f: (-f[1], f[0]))
+        if not cands:
+            raise Refused("storage path %s: no file of at least %s to read sequentially "
+                          "(read-only mode reads the files already there)" % (path, human(bs)))
+        want = parse_size(a.size)
+    else:
+        cands = [f for f in found if f[1] > 0]
+        if not cands:
+            raise Refused("storage path %s: no readable non-empty file to read "
+                          "(read-only mode reads the files already there)" % path)
+        want = None
+    k = len(cands) * a.shard // max(a.shards, 1)
+    cands = cands[k:] + cands[:k]  # hosts of an aggregate read start on different files
+    out, total = [], 0
+    for f in cands:
+        if (want is not None and total >= want) or (want is None and len(out) >= a.files):
+            break
+        out.append(f)
+        total += f[1]
+    return out
+
+
+def cmd_prepare(a):
+    path = resolve_path(a.path)
+    fs = fs_info(path)
+    t0 = time.time()
+    doc = {"path": path, "workload": a.workload, "readonly": a.readonly, "fs": fs}
+    if a.readonly:
+        check_access(path, True, fs)
+        files = select_existing(path, a)
+    else:
+        d = own_dir(path, a.runid, a.host)
+        if not os.path.isdir(d):
+            raise Refused("%s is missing (claim it first)" % d)
+        names = layout(a)
+        need = sum(s for _, s in names) + 4096 * len(names)
+        sharers = max(1, sum(1 for n in os.listdir(path) if n.startswith("%s%s-" % (MARK, a.runid))))
+        what = human(need) + (" (x %d hosts sharing it)" % sharers if sharers > 1 else "")
+        doc["free"] = check_space(path, need * sharers, a.min_free, what)
+        doc["sharers"] = sharers
+        pattern = _pattern()
+        files = []
+        try:
+            if a.workload == "small":
+                os.mkdir(os.path.join(d, "small"), 0o700)
+                OWNED.append(os.path.join(d, "small"))
+            for i, (rel, size) in enumerate(names):
+                p = os.path.join(d, rel)
+                write_file(p, size, pattern, salt=i * 7919)
+                files.append((p, size))
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise Refused("ran out of space writing %s to %s (the files written are removed)"
+                              % (human(need), path)) from None
+            raise
+        sync_fs(d)
+        drop_pages([p for p, _ in files])
+        doc["dir"] = d
+        doc["write_seconds"] = round(time.time() - t0, 3)
+    doc.update(files=len(files), bytes=sum(s for _, s in files))
+    with open(manifest_path(a), "w") as f:
+        json.dump({"path": path, "workload": a.workload, "readonly": a.readonly, "fs": fs,
+                   "files": files}, f)
+    return doc
+
+
+def cmd_clean(a):
+    path = a.path if a.path not in ("", "@tmp") else tempfile.gettempdir()
+    removed, failed = [], []
+    prefix = "%s%s-" % (MARK, a.runid)
+    try:
+        names = [n for n in os.listdir(path) if n.startswith(prefix)]
+    except OSError:
+        names = []
+    for n in names:
+        p = os.path.join(path, n)
+        try:
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
+            removed.append(p)
+        except OSError as exc:
+            failed.append("%s: %s" % (p, exc.strerror))
+    return {"path": path, "removed": removed, "failed": failed}
+
+
+# ------------------------------------------------------------------ readers
+
+def wait_until(start_at):
+    if not start_at:
+        return 0.0
+    while True:
+        left = start_at - time.time()
+        if left <= 0:
+            return -left  # how late we started
+        time.sleep(min(left, 0.05))
+
+
+def builtin_read(files, a, direct, drop_behind):
+    """One process per reader (no GIL between readers), iodepth threads each, pread into
+    page-aligned buffers; byte counters in shared memory, sampled every SAMPLE_S."""
+    bs = parse_size(a.bs)
+    seq = a.workload == "seq"
+    if not seq:  # a small file is read whole: no larger buffer than the largest file
+        bs = min(bs, (max(s for _, s in files) + 4095) // 4096 * 4096)
+    jobs = max(1, min(a.jobs, len(files)))
+    per_job = [files[j::jobs] for j in range(jobs)]
+    depth = a.iodepth if seq else 1
+    slots = jobs * depth
+    shm = mmap.mmap(-1, 24 * slots)  # anonymous: shared with the forked readers
+    view = memoryview(shm)
+    counts, nfiles = view[:8 * slots].cast("Q"), view[8 * slots:16 * slots].cast("Q")
+    ends = view[16 * slots:].cast("d")
+    late = wait_until(a.start_at)
+    t_start = time.time()
+    deadline = t_start + a.runtime if a.runtime else None
+
+    def work(i, j, d, errors):
+        buf = mmap.mmap(-1, bs)
+        mv = memoryview(buf)
+        try:
+            while True:
+                for path, size in per_job[j]:
+                    if deadline is not None and time.time() >= deadline:
+                        return
+                    fd = open_read(path, direct)
+                    try:
+                        for off in range(d * bs, size, depth * bs):
+                            if deadline is not None and time.time() >= deadline:
+                                return
+                            want = min(bs, size - off)
+                            if direct:
+                                want = (want + 4095) // 4096 * 4096
+                            n = os.preadv(fd, [mv[:want]], off)
+                            counts[i] += n
+                            if drop_behind:
+                                os.posix_fadvise(fd, off, n, os.POSIX_FADV_DONTNEED)
+                        nfiles[i] += 1
+                    finally:
+                        os.close(fd)
+                if deadline is None:
+                    return
+        except OSError as exc:
+            errors.append("%s: %s" % (exc.filename or "read", exc.strerror))
+        finally:
+            ends[i] = time.time()
+            mv.release()
+            buf.close()
+
+    def reader(j, w):
+        code = 1
+        try:
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
+            errors = []
+            ts = [threading.Thread(target=work, args=(j * depth + d, j, d, errors))
+                  for d in range(depth)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            if errors:
+                os.write(w, errors[0].encode()[:4000])
+            else:
+                code = 0
+        except BaseException as exc:  # noqa: B036 - a forked reader must never return
+            try:
+                os.write(w, str(exc).encode()[:4000])
+            except OSError:
+                pass
+        finally:
+            os._exit(code)
+
+    procs = {}
+    try:
+        for j in range(jobs):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                reader(j, w)
+            os.close(w)
+            procs[pid] = r
+        intervals, last_t, last_b, failed = [], t_start, 0, []
+        while procs:
+            time.sleep(SAMPLE_S)
+            while procs:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+                if not pid:
+                    break
+                r = procs.pop(pid)
+                msg = os.read(r, 4096).decode(errors="replace")
+                os.close(r)
+                if status:
+                    failed.append(msg or "reader exited with status %d" % status)
+            if failed:
+                raise Refused("built-in reader failed: %s" % failed[0])
+            now = max(ends) if not procs else time.time()
+            tot = sum(counts)
+            intervals.append([round(last_t, 4), round(now, 4), tot - last_b])
+            last_t, last_b = now, tot
+    finally:
+        for pid, r in procs.items():
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            os.close(r)
+    t_end = max(ends)
+    total = sum(counts)
+    if total != last_b:
+        intervals.append([round(last_t, 4), round(t_end, 4), total - last_b])
+    done = sum(nfiles)
+    for v in (counts, nfiles, ends):
+        v.release()
+    view.release()
+    shm.close()
+    return {"tool": "builtin", "tool_version": "signoff storage probe (Python %s)"
+            % sys.version.split()[0],
+            "params": {"bs": bs, "iodepth": depth, "numjobs": jobs, "direct": direct,
+                       "ioengine": "pread, %d processes x %d threads" % (jobs, depth),
+                       "runtime_s": a.runtime, "time_based": bool(a.runtime)},
+            "bytes": total, "seconds": round(t_end - t_start, 4),
+            "bw_bytes": total / max(t_end - t_start, 1e-9), "files_read": done if not seq else None,
+            "t_start": t_start, "t_end": t_end, "late_s": round(late, 3),
+            "intervals": [iv for iv in intervals if iv[1] > iv[0]]}
+
+
+def fio_engines():
+    try:
+        out = subprocess.run(["fio", "--enghelp"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return {w.strip() for w in out.splitlines()[1:]}
+
+
+def fio_version():
+    try:
+        return subprocess.run(["fio", "--version"], stdout=subprocess.PIPE,
+                              text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "fio"
+
+
+def fio_read(files, a):
+    """fio --readonly on the same files, one job per reader, JSON output and bw logs."""
+    bs = parse_size(a.bs)
+    seq = a.workload == "seq"
+    jobs = max(1, min(a.jobs, len(files)))
+    engine = "libaio" if seq and "libaio" in fio_engines() else "psync"
+    depth = a.iodepth if engine == "libaio" else 1
+    per_file = 1
+    if not seq:  # a small file is read whole: one I/O per file, or per bs block of it
+        bs = min(bs, max(s for _, s in files))
+        per_file = max(1, -(-max(s for _, s in files) // bs))
+    tag = os.path.join(a.state_dir, "fio-%s-%s" % (a.runid, a.workload))
+    lines = ["[global]", "rw=read", "bs=%d" % bs, "direct=1", "ioengine=%s" % engine,
+             "iodepth=%d" % depth, "group_reporting=1", "file_service_type=sequential",
+             "write_bw_log=%s" % tag, "log_avg_msec=%d" % int(SAMPLE_S * 1000), "log_unix_epoch=1"]
+    if not seq:
+        lines.append("openfiles=1")  # open, read, close: what a data loader does per sample
+    if a.runtime:
+        lines += ["time_based=1", "runtime=%d" % a.runtime]
+    for j in range(jobs):
+        lines.append("[r%d]" % j)
+        chunk = []
+        for p, _ in files[j::jobs]:  # a value holds <= 4096 chars; repeated filename= appends
+            if chunk and sum(len(c) + 1 for c in chunk) + len(p) > 4000:
+                lines.append("filename=" + ":".join(chunk))
+                chunk = []
+            chunk.append(p)
+        lines.append("filename=" + ":".join(chunk))
+    jobfile, out = tag + ".fio", tag + ".json"
+    with open(jobfile, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    late = wait_until(a.start_at)
+    t_launch = time.time()
+    p = subprocess.Popen(["fio", "--readonly", "--output-format=json", "--output=" + out, jobfile],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate()
+    except BaseException:
+        p.terminate()
+        p.wait()
+        raise
+    t_end = time.time()
+    try:
+        with open(out) as f:
+            text = f.read()
+        doc = json.loads(text[text.index("{"):])
+        job = doc["jobs"][0]
+    except (OSError, ValueError, KeyError, IndexError):
+        raise Refused("fio failed (exit %d): %s" % (p.returncode, " | ".join(
+            (err or "no output").strip().splitlines()[-3:]))) from None
+    if p.returncode != 0 or job.get("error"):
+        raise Refused("fio failed (exit %d, error %s): %s" % (p.returncode, job.get("error"),
+                      " | ".join((err or "").strip().splitlines()[-3:])))
+    r = job["read"]
+    intervals = []
+    for log in sorted(os.listdir(a.state_dir)):
+        full = os.path.join(a.state_dir, log)
+        if not full.startswith(tag + "_bw.") or not log.endswith(".log"):
+            continue
+        prev = None
+        with open(full) as f:
+            for line in f:
+                parts = [x.strip() for x in line.split(",")]
+                if len(parts) < 3 or parts[2] != "0":
+                    continue
+                t, kib_s = int(parts[0]) / 1000.0, int(parts[1])
+                start = prev if prev is not None else t - SAMPLE_S
+                intervals.append([round(start, 4), round(t, 4), int(kib_s * 1024 * (t - start))])
+                prev = t
+        os.unlink(full)
+    logged = sum(iv[2] for iv in intervals)
+    if not intervals or not logged:
+        intervals = [[t_end - r["runtime"] / 1000.0, t_end, r["io_bytes"]]]
+    elif abs(logged - r["io_bytes"]) > 0.02 * r["io_bytes"]:  # log averages are rounded: rescale
+        intervals = [[x, y, int(b * r["io_bytes"] / float(logged))] for x, y, b in intervals]
+    for fn in (jobfile, out):
+        os.unlink(fn)
+    seconds = r["runtime"] / 1000.0
+    return {"tool": "fio", "tool_version": doc.get("fio version") or fio_version(),
+            "params": {"bs": bs, "iodepth": depth, "numjobs": jobs, "direct": True,
+                       "ioengine": engine, "runtime_s": a.runtime, "time_based": bool(a.runtime),
+                       "group_reporting": True},
+            "bytes": r["io_bytes"], "seconds": seconds, "bw_bytes": r["bw_bytes"],
+            "files_read": r.get("total_ios", 0) // per_file if not seq else None,
+            "t_start": min(iv[0] for iv in intervals), "t_end": max(iv[1] for iv in intervals),
+            "late_s": round(late, 3), "launch_s": round(intervals[0][0] - t_launch, 3) if intervals else None,
+            "intervals": intervals}
+
+
+def cmd_read(a):
+    try:
+        with open(manifest_path(a)) as f:
+            man = json.load(f)
+    except OSError:
+        raise Refused("no %s workload prepared for run %s (prepare first)" % (a.workload, a.runid)) \
+            from None
+    files = [tuple(x) for x in man["files"]]
+    paths = [p for p, _ in files]
+    fs = man["fs"]
+    direct, why = (False, "--no-direct given") if a.no_direct else direct_ok(paths[0])
+    tool, fallback = a.tool, None
+    fio_can = shutil.which("fio") is not None
+    if tool in ("auto", "fio"):
+        if not fio_can:
+            fallback = "fio is not installed on this host"
+        elif not direct:
+            fallback = "no O_DIRECT (%s): fio would read through the page cache" % why
+        elif a.workload == "small" and man["readonly"]:
+            fallback = "fio reads whole blocks only and an existing dataset's files have " \
+                       "arbitrary sizes"
+        tool = "builtin" if fallback else "fio"
+    cache = {"method": "O_DIRECT" if direct else "fadvise(DONTNEED) before and behind reads",
+             "resident_fraction": None, "note": ""}
+    if fs["fstype"] in RAM_FS:
+        cache["defeated"] = False
+        cache["note"] = "%s is RAM-backed: its files live in the page cache" % fs["fstype"]
+    elif direct:
+        cache["defeated"] = True
+        if fs["fstype"].startswith(OWN_CACHE_FS):
+            total, mem = sum(s for _, s in files), mem_total()
+            cache["defeated"] = bool(mem and total > mem)
+            cache["note"] = "%s may answer O_DIRECT reads from its own cache (ARC)" % fs["fstype"]
+    else:
+        drop_pages(paths)
+        res = resident_fraction(paths)
+        cache["resident_fraction"] = None if res is None else round(res, 4)
+        cache["defeated"] = res is not None and res < 0.01
+        if res is None:
+            cache["note"] = "mincore unavailable: cannot tell whether the page cache holds the files"
+        elif res >= 0.01:
+            cache["note"] = ("%.0f%% of the files' pages stay in the page cache after "
+                             "fadvise(DONTNEED) (mapped or locked by another process, or a "
+                             "RAM-backed filesystem)" % (100 * res))
+        cache["note"] = ("no O_DIRECT (%s); " % why + cache["note"]).rstrip("; ")
+    res = fio_read(files, a) if tool == "fio" else builtin_read(files, a, direct, not direct)
+    res.update(workload=a.workload, path=man["path"], readonly=man["readonly"], fs=fs,
+               cache=cache, fallback=fallback, files=len(files),
+               bytes_per_pass=sum(s for _, s in files))
+    res["params"]["file_size"] = files[0][1] if a.workload == "small" and not man["readonly"] else None
+    if a.workload == "small" and res.get("files_read"):
+        res["files_per_s"] = round(res["files_read"] / max(res["seconds"], 1e-9), 1)
+    res["gbps"] = round(res["bw_bytes"] / 1e9, 4)
+    return res
+
+
+def cmd_run(a):
+    """claim + prepare + read + clean, in one process (standalone use)."""
+    doc = {"claim": cmd_claim(a)}
+    try:
+        doc["prepare"] = cmd_prepare(a)
+        doc.update(cmd_read(a))
+    finally:
+        if not a.readonly:
+            doc["clean"] = cmd_clean(a)
+        try:
+            os.unlink(manifest_path(a))
+        except OSError:
+            pass
+    return doc
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("command", choices=["claim", "prepare", "read", "clean", "run"])
+    ap.add_argument("--path", default="@tmp", help="directory to measure (@tmp: the temp dir)")
+    ap.add_argument("--runid", default=time.strftime("%Y%m%dT%H%M%S") + "-%d" % os.getpid())
+    ap.add_argument("--host", default=socket.gethostname(), help="name in the run's directory")
+    ap.add_argument("--workload", choices=["seq", "small"], default="seq")
+    ap.add_argument("--readonly", action="store_true", help="read existing files, write nothing")
+    ap.add_argument("--tool", choices=["auto", "fio", "builtin"], default="auto")
+    ap.add_argument("--no-direct", action="store_true", help="buffered reads (cache dropped)")
+    ap.add_argument("--size", default="1G", help="seq: bytes per host (split over --jobs files)")
+    ap.add_argument("--bs", default="1M", help="read block size")
+    ap.add_argument("--jobs", type=int, default=4, help="readers (fio numjobs)")
+    ap.add_argument("--iodepth", type=int, default=16, help="seq: I/Os in flight per reader")
+    ap.add_argument("--files", type=int, default=4096, help="small: number of files")
+    ap.add_argument("--file-size", default="128K", help="small: size of each file")
+    ap.add_argument("--runtime", type=int, default=10, help="seconds of reading (0: one pass)")
+    ap.add_argument("--start-at", type=float, default=0, help="epoch time to start reading at")
+    ap.add_argument("--need", default="0", help="claim: bytes this host will write")
+    ap.add_argument("--min-free", default="10%", help="keep this much free (percent or size)")
+    ap.add_argument("--shard", type=int, default=0, help="read-only: this host's index")
+    ap.add_argument("--shards", type=int, default=1, help="read-only: number of hosts")
+    ap.add_argument("--state-dir", default=".", help="where the manifest goes (the probe's cwd)")
+    return ap
+
+
+def main(argv=None):
+    a = build_parser().parse_args(argv)
+    a.state_dir = os.path.abspath(a.state_dir)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, _on_signal)
+    rc, doc = 0, {}
+    try:
+        doc = {"claim": cmd_claim, "prepare": cmd_prepare, "read": cmd_read, "clean": cmd_clean,
+               "run": cmd_run}[a.command](a)
+    except Refused as exc:
+        doc = {"error": str(exc)}
+    except Interrupted as exc:
+        doc, rc = {"error": "interrupted by signal %d" % exc.signum}, 128 + exc.signum
+    except Exception as exc:  # noqa: BLE001 - the controller gets the cause, not a traceback
+        doc = {"error": "%s: %s" % (type(exc).__name__, exc),
+               "traceback": traceback.format_exc().splitlines()[-4:]}
+    finally:
+        if OWNED and (rc or "error" in doc):
+            for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not stop the cleanup
+            doc["removed"] = remove_owned()
+    doc.update(host=socket.gethostname(), command=a.command, runid=a.runid)
+    try:
+        print(json.dumps(doc))
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    return rc
+
+
+def remove_owned():
+    """Remove what this process created, newest first; never anything else."""
+    gone = []
+    while OWNED:
+        p = OWNED.pop()
+        try:
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
+            gone.append(p)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass
+    return len(gone)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,386 @@
+"""Storage read throughput, controller side: where each host's test directory is, the run id
+that marks the suite's files, the workload knobs a profile sets, the start-together read of
+every host and its aggregate over the overlapping window, and the cleanup by marker name.
+
+The host side is ``signoff/probes/storage.py`` (claim, prepare, read, clean)."""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+from signoff import InputError
+from signoff.fleet import Fleet, ProbeError
+from signoff.profiles import Profile, Threshold, parse_size
+from signoff.transport import HostUnreachable
+
+MARK = ".signoff-"
+WORKLOADS = {"storage_read_seq": "seq", "storage_read_small": "small"}
+# Knobs each storage criterion takes (profile `extra` keys) and their defaults.
+KNOBS = {
+    "storage_read_seq": {"size": "8G", "bs": "1M", "jobs": 4, "iodepth": 32, "runtime": 10},
+    "storage_read_small": {"files": 4096, "file_size": "128K", "bs": "1M", "jobs": 8, "runtime": 10},
+    "storage_read_aggregate": {"runtime": 15, "per": "cluster"},
+}
+PER = ("cluster", "node", "gpu")
+MIN_OVERLAP = 0.5  # the hosts' reads must overlap for at least half of a host's read time
+
+
+def check_extra(name: str, extra: dict, where: str) -> None:
+    """Validate a storage criterion's knobs when the profile loads (before any host)."""
+    for key, val in extra.items():
+        w = f"{where}.{key}"
+        if key in ("size", "bs", "file_size"):
+            try:
+                n = parse_size(val)
+            except ValueError as exc:
+                raise InputError(f"{w}: {exc}") from None
+            if n <= 0 or n % 4096:
+                raise InputError(f"{w}: {val} must be a positive multiple of 4K (O_DIRECT)")
+        elif key in ("jobs", "iodepth", "files", "runtime"):
+            if isinstance(val, bool) or not isinstance(val, int) or val < (0 if key == "runtime" else 1):
+                raise InputError(f"{w}: expected a positive integer, got {val!r}")
+        elif key == "per" and val not in PER:
+            raise InputError(f"{w}: expected one of {', '.join(PER)}, got {val!r}")
+    k = {**KNOBS.get(name, {}), **extra}
+    if name == "storage_read_small":
+        fs, bs = parse_size(k["file_size"]), parse_size(k["bs"])
+        if fs > bs and fs % bs:
+            raise InputError(f"{where}.file_size: {k['file_size']} is larger than bs {k['bs']} "
+                             f"but not a multiple of it (each file is read whole, in bs blocks)")
+
+
+def knobs(t: Threshold) -> dict:
+    return {**KNOBS[t.criterion], **t.extra}
+
+
+def new_runid() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def min_free(text: str) -> str:
+    t = str(text).strip()
+    try:
+        if t.endswith("%"):
+            if not 0 <= float(t[:-1]) < 100:
+                raise ValueError
+        else:
+            parse_size(t)
+    except ValueError:
+        raise InputError(f"--storage-min-free {text!r}: expected a percentage (10%) or a size "
+                         f"(50G)") from None
+    return t
+
+
+@dataclass(frozen=True)
+class Target:
+    path: str  # "@tmp": the host's temp dir, resolved on the host
+    readonly: bool
+
+
+def gbps(n_bytes: float, seconds: float) -> float:
+    return n_bytes / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def overlap(per_host: dict[str, list[list[float]]]) -> dict:
+    """Aggregate over the window in which every host was reading.
+
+    per_host: host -> [[t0, t1, bytes], ...] on one clock. A host's bytes in the window
+    count pro rata of each interval's overlap with it (uniform rate within an interval)."""
+    spans = {h: (min(i[0] for i in iv), max(i[1] for i in iv)) for h, iv in per_host.items() if iv}
+    missing = sorted(set(per_host) - set(spans))
+    if missing:
+        raise ValueError(f"no read intervals from {', '.join(missing)}")
+    a = max(s for s, _ in spans.values())
+    b = min(e for _, e in spans.values())
+    longest = statistics.median(e - s for s, e in spans.values())
+    out = {"window": [a, b], "seconds": max(b - a, 0.0),
+           "coverage": max(b - a, 0.0) / longest if longest > 0 else 0.0,
+           "spans": {h: [s, e] for h, (s, e) in spans.items()}, "per_host": {}}
+    if b <= a:
+        out["aggregate"] = 0.0
+        return out
+    for h, iv in per_host.items():
+        got = 0.0
+        for t0, t1, n in iv:
+            if t1 > t0:
+                got += n * max(0.0, min(t1, b) - max(t0, a)) / (t1 - t0)
+        out["per_host"][h] = gbps(got, b - a)
+    out["aggregate"] = sum(out["per_host"].values())
+    return out
+
+
+def scaled(t: Threshold, hosts: int, gpus: int) -> Threshold:
+    """The aggregate minimum for this many hosts/GPUs (`per: node|gpu`), or as written."""
+    per = knobs(t)["per"]
+    if per == "cluster":
+        return t
+    n = hosts if per == "node" else gpus
+    return replace(t, value=round(t.value * n, 3),
+                   source=f"{t.source}; x {n} {'nodes' if per == 'node' else 'GPUs'}")
+
+
+def describe(doc: dict) -> str:
+    """'fio, bs 1M, iodepth 32, 4 jobs, O_DIRECT, 10 s' — how a figure was measured."""
+    p = doc["params"]
+    bs = p["bs"]
+    bs_s = f"{bs >> 20}M" if bs % (1 << 20) == 0 else f"{bs >> 10}K"
+    parts = [doc["tool"], f"bs {bs_s}", f"iodepth {p['iodepth']}", f"{p['numjobs']} jobs",
+             "O_DIRECT" if p["direct"] else "buffered, cache dropped",
+             f"{p['runtime_s']} s" if p.get("time_based") else "one pass"]
+    if doc.get("fallback"):
+        parts.append(f"fallback: {doc['fallback']}")
+    return ", ".join(parts)
+
+
+def storage_kind(fs: dict) -> str:
+    disk = " (rotational disk: HDD)" if fs.get("rotational") else \
+        (" (non-rotational: flash)" if fs.get("rotational") is False else "")
+    dev = f" on {fs['device']}" if fs.get("device") else ""
+    return f"{fs.get('fstype', '?')} from {fs.get('source', '?')}{dev}{disk}"
+
+
+def cause(doc: dict, workload: str) -> str:
+    fs = doc.get("fs") or {}
+    where = f"{doc.get('path')} is {storage_kind(fs)}"
+    if fs.get("network"):
+        why = "a shared filesystem: the storage servers or this node's storage network limit it"
+    elif fs.get("rotational"):
+        why = "a spinning disk, not flash"
+    else:
+        why = "a slower disk or volume class than the profile's, a degraded RAID, or a throttled " \
+              "cloud volume"
+    if workload == "small":
+        fps = doc.get("files_per_s")
+        per = f" ({fps:.0f} files/s over {doc['params']['numjobs']} readers)" if fps else ""
+        why = f"per-file open and metadata latency dominates{per}; {why}"
+    if not doc["params"]["direct"]:
+        why += "; buffered reads (no O_DIRECT on this filesystem)"
+    return f"{where}: {why}"
+
+
+def aggregate_cause(shares: dict[str, float], doc: dict) -> str:
+    """Why all hosts together read too little: one slow host, or everyone slowed down."""
+    med = statistics.median(shares.values())
+    slow = [f"{n} {v:g} GB/s" for n, v in shares.items() if v < 0.5 * med]
+    if slow:
+        return (f"{', '.join(slow)}: under half the median host ({med:g} GB/s): that host's "
+                f"storage link, mount options or client")
+    fs = doc.get("fs") or {}
+    if fs.get("network"):
+        return (f"every host slowed down together: the shared filesystem ({storage_kind(fs)}) "
+                f"or its network saturates with {len(shares)} concurrent clients")
+    return (f"{doc.get('path')} is {storage_kind(fs)}, not a shared filesystem: with hosts on "
+            f"one machine or one disk the aggregate is that disk's limit")
+
+
+def details(doc: dict) -> dict:
+    keep = ("tool", "tool_version", "params", "bytes", "seconds", "files", "files_read",
+            "files_per_s", "bytes_per_pass", "cache", "fallback", "path", "readonly", "fs",
+            "late_s", "leftovers")
+    return {k: doc.get(k) for k in keep}
+
+
+def html_table(rows: dict) -> str:
+    from html import escape
+    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
+                   for k, v in rows.items())
+    return f"<table class='so-table'>{body}</table>"
+
+
+# Ask the storage probes still running in this run's temp dir to stop (SIGTERM: they remove
+# what they wrote), and wait a little for them; then remove every entry of this run by name.
+TERM_PROBES = ("me=$(ps -o pgid= -p $$ | tr -d ' '); for f in {wd}/.pid.*; do p=${{f##*.}}; "
+               "[ \"$p\" = '*' ] && continue; g=$(ps -o pgid= -p $p 2>/dev/null | tr -d ' '); "
+               "[ -z \"$g\" ] || [ \"$g\" = \"$me\" ] && continue; kill -TERM -$g 2>/dev/null; "
+               "i=0; while kill -0 -$g 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); "
+               "done; done; true")
+CLEAN = "find {path} -mindepth 1 -maxdepth 1 -name {pattern} -exec rm -rf -- {{}} + ; true"
+
+
+class StorageRun:
+    """Per session: claims each host's directory once, prepares each workload on every host
+    at once, reads one host or all hosts together, and removes everything at the end."""
+
+    def __init__(self, fleet: Fleet, profile: Profile, path: str | None, readonly: bool,
+                 tool: str = "auto", free: str = "10%"):
+        self.fleet, self.profile = fleet, profile
+        self.path_opt, self.readonly_opt = path, readonly
+        self.tool, self.min_free = tool, min_free(free)
+        self.runid = new_runid()
+        self.names = fleet.names
+        self._lock = threading.Lock()
+        self._claims: dict[str, dict | Exception] | None = None
+        self._prepared: dict[str, dict[str, dict | Exception]] = {}
+        self._touched: set[str] = set()  # hosts a claim was sent to (write mode)
+
+    # ------------------------------------------------------------------ configuration
+
+    def target(self, name: str) -> Target:
+        h = self.fleet.sessions[name].host
+        path = self.path_opt or getattr(h, "storage_path", None) or "@tmp"
+        return Target(path, bool(self.readonly_opt or getattr(h, "storage_readonly", False)))
+
+    def _knob_args(self, workload: str) -> list[str]:
+        if workload == "seq":
+            k = knobs(self.profile.threshold("storage_read_seq"))
+            return ["--size", str(k["size"]), "--bs", str(k["bs"]), "--jobs", str(k["jobs"]),
+                    "--iodepth", str(k["iodepth"])]
+        k = knobs(self.profile.threshold("storage_read_small"))
+        return ["--files", str(k["files"]), "--file-size", str(k["file_size"]), "--bs", str(k["bs"]),
+                "--jobs", str(k["jobs"])]
+
+    def _bytes(self, workload: str) -> int:
+        if workload == "seq":
+            return parse_size(knobs(self.profile.threshold("storage_read_seq"))["size"])
+        k = knobs(self.profile.threshold("storage_read_small"))
+        return k["files"] * (parse_size(k["file_size"]) + 4096)
+
+    def _common(self, name: str) -> list[str]:
+        t = self.target(name)
+        return ["--path", t.path, "--runid", self.runid, "--host", name, "--min-free",
+                self.min_free] + (["--readonly"] if t.readonly else [])
+
+    def _timeout(self, n_bytes: int = 0, runtime: float = 0) -> float:
+        # writing at >= 50 MB/s; a probe slower than that overruns and is killed on its host
+        return self.fleet.probe_timeout + n_bytes / 50e6 + runtime
+
+    def _each(self, fn, names: list[str]) -> dict:
+        """fn(name) on every host at once: host -> result, or the error naming the host.
+        Always in threads: Ctrl-C then stops the wait at once (invoke, in the main thread,
+        would only forward it to the remote command and keep waiting)."""
+        out: dict = {}
+        pool = ThreadPoolExecutor(max_workers=min(256, max(1, len(names))))
+        try:
+            futs = {n: pool.submit(fn, n) for n in names}
+            for n, f in futs.items():
+                try:
+                    out[n] = f.result()
+                except (HostUnreachable, ProbeError) as exc:
+                    out[n] = exc
+        finally:
+            # On Ctrl-C don't wait for remote commands: close() stops them on their hosts.
+            pool.shutdown(wait=False, cancel_futures=True)
+        return out
+
+    def _probe(self, name: str, *args: str, timeout: float) -> dict:
+        doc = self.fleet.sessions[name].probe("storage", *args, timeout=timeout)
+        if "error" in doc:
+            raise ProbeError(f"{name}: {doc['error']}")
+        return doc
+
+    # ------------------------------------------------------------------ phases
+
+    def claims(self) -> dict[str, dict | Exception]:
+        """Every host checks its path (and, writing, its free space) and makes its run dir."""
+        with self._lock:
+            if self._claims is None:
+                need = sum(self._bytes(w) for w in ("seq", "small"))
+
+                def claim(n):
+                    if not self.target(n).readonly:
+                        self._touched.add(n)
+                    return self._probe(n, "claim", *self._common(n), "--need", str(need),
+                                       timeout=self._timeout())
+                self._claims = self._each(claim, self.names)
+            return self._claims
+
+    def prepared(self, workload: str) -> dict[str, dict | Exception]:
+        """The workload's files on every host (written at once, or picked in read-only mode)."""
+        claims = self.claims()
+        with self._lock:
+            if workload not in self._prepared:
+                ok = [n for n in self.names if not isinstance(claims[n], Exception)]
+                args = self._knob_args(workload)
+
+                def prep(n):
+                    return self._probe(n, "prepare", *self._common(n), "--workload", workload,
+                                       "--shard", str(self.names.index(n)),
+                                       "--shards", str(len(self.names)), *args,
+                                       timeout=self._timeout(self._bytes(workload)))
+                res = self._each(prep, ok)
+                res.update({n: claims[n] for n in self.names if n not in ok})
+                self._prepared[workload] = res
+            return self._prepared[workload]
+
+    def ready(self, name: str, workload: str) -> dict:
+        got = self.prepared(workload)[name]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def _read_args(self, name: str, workload: str, runtime: int) -> list[str]:
+        k = knobs(self.profile.threshold("storage_read_seq" if workload == "seq"
+                                         else "storage_read_small"))
+        return ["read", "--runid", self.runid, "--workload", workload, "--tool", self.tool,
+                "--bs", str(k["bs"]), "--jobs", str(k["jobs"]),
+                "--iodepth", str(k.get("iodepth", 1)), "--runtime", str(runtime)]
+
+    def read(self, name: str, workload: str) -> dict:
+        """One host alone."""
+        self.ready(name, workload)
+        crit = "storage_read_seq" if workload == "seq" else "storage_read_small"
+        runtime = knobs(self.profile.threshold(crit))["runtime"]
+        got = self._each(lambda n: self._probe(
+            n, *self._read_args(n, workload, runtime),
+            timeout=self._timeout(self._bytes(workload) if not runtime else 0, runtime)), [name])
+        if isinstance(got[name], Exception):
+            raise got[name]
+        # entries of earlier runs that were killed before they could clean up
+        got[name]["leftovers"] = self.claims()[name].get("leftovers") or []
+        return got[name]
+
+    def clock_offsets(self, names: list[str]) -> dict[str, float]:
+        """Each host's clock minus ours (half the round trip is the error)."""
+        def offset(n):
+            t0 = time.time()
+            r = self.fleet.sessions[n].run("date +%s.%N", 30)
+            t1 = time.time()
+            try:
+                return float(r.stdout.strip()) - (t0 + t1) / 2
+            except ValueError:
+                raise ProbeError(f"{n}: cannot read the host's clock: {r.stderr.strip()}") from None
+        return self._each(offset, names)
+
+    def read_all(self, workload: str, runtime: int) -> dict:
+        """Every host reads at the same moment (a common start time in each host's clock);
+        returns per-host documents with intervals on the controller's clock, or errors."""
+        prep = self.prepared(workload)
+        bad = {n: e for n, e in prep.items() if isinstance(e, Exception)}
+        if bad:
+            return {"errors": bad}
+        offsets = self.clock_offsets(self.names)
+        bad = {n: e for n, e in offsets.items() if isinstance(e, Exception)}
+        if bad:
+            return {"errors": bad}
+        start = time.time() + 1.0 + 0.02 * len(self.names)  # time for every SSH command to land
+
+        def read(n):
+            return self._probe(n, *self._read_args(n, workload, runtime), "--start-at",
+                               f"{start + offsets[n]:.3f}",
+                               timeout=self._timeout(runtime=runtime + start - time.time()))
+        docs = self._each(read, self.names)
+        bad = {n: e for n, e in docs.items() if isinstance(e, Exception)}
+        if bad:
+            return {"errors": bad}
+        for n, d in docs.items():
+            d["intervals"] = [[t0 - offsets[n], t1 - offsets[n], b] for t0, t1, b in d["intervals"]]
+        return {"docs": docs, "offsets": offsets, "start": start}
+
+    def close(self) -> None:
+        """Stop this run's storage probes, then remove <path>/.signoff-<runid>-* on every
+        host a claim went to, whatever happened (a failure, Ctrl-C)."""
+        def clean(n):
+            s = self.fleet.sessions[n]
+            claim = (self._claims or {}).get(n)
+            path = claim["path"] if isinstance(claim, dict) else self.target(n).path
+            path = "${TMPDIR:-/tmp}" if path == "@tmp" else shlex.quote(path)
+            if s.workdir:
+                s.run(TERM_PROBES.format(wd=shlex.quote(s.workdir)), 30)
+            s.run(CLEAN.format(path=path, pattern=shlex.quote(f"{MARK}{self.runid}-*")), 60)
+        self._each(clean, sorted(self._touched))

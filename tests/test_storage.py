@@ -1,0 +1,277 @@
+"""Storage: the probe on this machine's disk (fio and the built-in reader), its safety
+(free-space refusal, signals, read-only), and the controller's aggregate arithmetic."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from signoff import InputError, profiles, storage
+from signoff.profiles import Threshold
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = ROOT / "signoff" / "probes" / "storage.py"
+SMALL = ["--size", "64M", "--jobs", "2", "--iodepth", "4", "--files", "256", "--file-size", "64K",
+         "--runtime", "1"]
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount)")
+
+
+def probe(state: Path, *args: str, python: str = sys.executable) -> dict:
+    """Run the probe as the controller does: its cwd is the per-run temp dir."""
+    state.mkdir(exist_ok=True)
+    p = subprocess.run([python, str(PROBE), *args], cwd=state, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def marked(path: Path) -> list[str]:
+    return sorted(n for n in os.listdir(path) if n.startswith(".signoff-"))
+
+
+def snapshot(path: Path) -> dict:
+    out = {}
+    for dirpath, dirs, files in os.walk(path):
+        for n in dirs + files:
+            st = os.lstat(os.path.join(dirpath, n))
+            out[os.path.join(dirpath, n)] = (st.st_size, st.st_mtime_ns, st.st_mode)
+    return out
+
+
+# ------------------------------------------------------------------ controller arithmetic
+
+def test_overlap_counts_only_the_window_where_every_host_reads():
+    # a reads 1 GB/s from t=0..10, b 2 GB/s from t=2..12: common window 2..10
+    a = [[float(t), t + 1.0, 1e9] for t in range(10)]
+    b = [[t + 2.0, t + 3.0, 2e9] for t in range(10)]
+    ov = storage.overlap({"a": a, "b": b})
+    assert ov["window"] == [2.0, 10.0] and ov["seconds"] == 8.0
+    assert ov["per_host"] == {"a": pytest.approx(1.0), "b": pytest.approx(2.0)}
+    assert ov["aggregate"] == pytest.approx(3.0) and ov["coverage"] == pytest.approx(0.8)
+    # an interval cut by the window counts pro rata
+    ov = storage.overlap({"a": [[0.0, 4.0, 4e9]], "b": [[3.0, 5.0, 2e9]]})
+    assert ov["window"] == [3.0, 4.0] and ov["aggregate"] == pytest.approx(2.0)
+
+
+def test_hosts_that_never_overlap_have_no_window():
+    ov = storage.overlap({"a": [[0.0, 1.0, 1e9]], "b": [[5.0, 6.0, 1e9]]})
+    assert ov["seconds"] == 0 and ov["coverage"] == 0 and ov["aggregate"] == 0
+
+
+def test_aggregate_minimum_scales_per_node_or_gpu():
+    t = Threshold("storage_read_aggregate", "min", 0.5, "GB/s", "RA", "p", {"per": "node"})
+    assert storage.scaled(t, hosts=4, gpus=32).value == 2.0
+    assert "x 4 nodes" in storage.scaled(t, 4, 32).source
+    t = Threshold("storage_read_aggregate", "min", 0.1, "GB/s", "RA", "p", {"per": "gpu"})
+    assert storage.scaled(t, 4, 32).value == 3.2
+    t = Threshold("storage_read_aggregate", "min", 7, "GB/s", "RA", "p", {})
+    assert storage.scaled(t, 4, 32).value == 7
+
+
+@pytest.mark.parametrize("knob, msg", [
+    ("storage_read_seq: {min: 1, unit: GB/s, source: s, size: 12X}", "not a size"),
+    ("storage_read_seq: {min: 1, unit: GB/s, source: s, bs: 1000}", "multiple of 4K"),
+    ("storage_read_seq: {min: 1, unit: GB/s, source: s, jobs: 0}", "positive integer"),
+    ("storage_read_small: {min: 1, unit: GB/s, source: s, file_size: 1536K}", "not a multiple"),
+    ("storage_read_aggregate: {min: 1, unit: GB/s, source: s, per: rack}", "node"),
+    ("storage_read_seq: {min: 1, unit: GB/s, source: s, depth: 3}", "unknown key"),
+])
+def test_bad_storage_knobs_fail_at_load(tmp_path, knob, msg):
+    p = tmp_path / "bad.yaml"
+    p.write_text(f"extends: local\ncriteria:\n  {knob}\n")
+    with pytest.raises(InputError, match=msg):
+        profiles.load(str(p))
+
+
+def test_shipped_storage_thresholds_cite_their_source():
+    for name in ("nvidia-base", "local"):
+        p = profiles.load(name)
+        for c in ("storage_read_seq", "storage_read_small", "storage_read_aggregate"):
+            t = p.threshold(c)
+            assert t.unit == "GB/s" and ("RA-11333" in t.source or "sizing rule" in t.source
+                                         or "docs/measurements.md" in t.source), t
+    assert profiles.load("h200-8x-nvlink").threshold("storage_read_seq").value == 4
+
+
+def test_min_free_option_is_checked():
+    assert storage.min_free("10%") == "10%" and storage.min_free("50G") == "50G"
+    with pytest.raises(InputError, match="--storage-min-free"):
+        storage.min_free("lots")
+
+
+# ------------------------------------------------------------------ the probe on local disk
+
+@pytest.mark.skipif(not shutil.which("fio"), reason="fio not installed (make system)")
+@pytest.mark.parametrize("workload", ["seq", "small"])
+def test_fio_and_builtin_read_the_same_files(tmp_path, workload):
+    data = tmp_path / "data"
+    data.mkdir()
+    common = ["--path", str(data), "--runid", "t1", "--host", "h", "--workload", workload, *SMALL]
+    assert "error" not in probe(tmp_path / "s", "claim", *common, "--need", "80M")
+    prep = probe(tmp_path / "s", "prepare", *common)
+    assert prep["files"] == (2 if workload == "seq" else 256) and prep["sharers"] == 1
+    docs = {t: probe(tmp_path / "s", "read", *common, "--tool", t) for t in ("fio", "builtin")}
+    for tool, d in docs.items():
+        assert d["tool"] == tool and d["bytes"] > 0 and d["gbps"] > 0, d
+        assert d["cache"] == {"method": "O_DIRECT", "defeated": True, "resident_fraction": None,
+                              "note": ""}
+        assert d["params"]["direct"] and d["params"]["numjobs"] == 2 and d["params"]["time_based"]
+        assert sum(b for _, _, b in d["intervals"]) == pytest.approx(d["bytes"], rel=0.02)
+        assert d["t_end"] - d["t_start"] == pytest.approx(1.0, abs=0.5)
+    assert docs["fio"]["params"]["ioengine"] == ("libaio" if workload == "seq" else "psync")
+    assert docs["fio"]["tool_version"].startswith("fio-")
+    if workload == "small":
+        assert docs["fio"]["params"]["bs"] == 65536 and docs["builtin"]["files_read"] > 256
+    clean = probe(tmp_path / "s", "clean", *common)
+    assert clean["removed"] == [str(data / ".signoff-t1-h")] and marked(data) == []
+
+
+def test_refuses_too_large_a_write_before_writing_anything(tmp_path):
+    doc = probe(tmp_path / "s", "claim", "--path", str(tmp_path), "--runid", "t2", "--need", "100T")
+    assert doc["error"].startswith(f"refusing to write 100.0 TiB to {tmp_path}: it would leave")
+    assert "below the safe margin of 10%" in doc["error"] and "--storage-readonly" in doc["error"]
+    assert marked(tmp_path) == []
+
+
+def test_bad_paths_get_one_clear_message(tmp_path):
+    (tmp_path / "file").write_text("x")
+    for path, msg in [(tmp_path / "nope", "does not exist"), (tmp_path / "file", "is not a directory"),
+                      ("relative/dir", "is not absolute")]:
+        doc = probe(tmp_path / "s", "claim", "--path", str(path), "--runid", "t3")
+        assert doc["error"] == f"storage path {path} {msg}"
+
+
+def test_an_existing_run_dir_is_never_touched(tmp_path):
+    mine = tmp_path / ".signoff-t4-h"
+    mine.mkdir()
+    (mine / "keep").write_text("precious")
+    doc = probe(tmp_path / "s", "claim", "--path", str(tmp_path), "--runid", "t4", "--host", "h")
+    assert "already exists: refusing to touch it" in doc["error"]
+    assert (mine / "keep").read_text() == "precious"
+
+
+@pytest.mark.parametrize("sig, phase", [(signal.SIGTERM, "read"), (signal.SIGINT, "prepare")])
+def test_a_signal_removes_everything_the_probe_wrote(tmp_path, sig, phase):
+    data = tmp_path / "data"
+    data.mkdir()
+    args = ["--workload", "small", "--files", "100000", "--file-size", "4K"] if phase == "prepare" \
+        else ["--size", "64M", "--jobs", "1", "--runtime", "60"]
+    p = subprocess.Popen([sys.executable, str(PROBE), "run", "--path", str(data), "--runid", "t5",
+                          *args], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:  # the files exist, or the reading has begun
+        time.sleep(0.05)
+        own = next(iter(data.glob(".signoff-t5-*")), None)
+        if own and (any((own / "small").glob("f*")) if phase == "prepare" else _reading(p.pid)):
+            break
+    assert p.poll() is None, "the probe ended before it could be interrupted"
+    p.send_signal(sig)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 128 + sig
+    doc = json.loads(out.splitlines()[-1])
+    assert doc["error"] == f"interrupted by signal {sig}"
+    assert marked(data) == [], "files left behind"
+
+
+def _reading(pid: int) -> bool:
+    """The probe has forked its readers or started fio."""
+    return bool(subprocess.run(["pgrep", "-P", str(pid)], capture_output=True).stdout)
+
+
+def test_killed_probe_leftovers_go_by_marker_name(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / ".signoff-other-run-h").mkdir()  # another run's: not ours to remove
+    common = ["--path", str(data), "--runid", "t6", "--host", "h", "--size", "8M", "--jobs", "1"]
+    claim = probe(tmp_path / "s", "claim", *common, "--need", "8M")
+    assert claim["leftovers"] == [".signoff-other-run-h"]  # reported, never touched
+    probe(tmp_path / "s", "prepare", *common)  # as if the probe had been SIGKILLed after this
+    cmd = storage.CLEAN.format(path=str(data), pattern="'.signoff-t6-*'")
+    subprocess.run(["sh", "-c", cmd], check=True)
+    assert marked(data) == [".signoff-other-run-h"]
+
+
+def test_buffered_read_of_cached_files_is_flagged(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.bin").write_bytes(os.urandom(8 << 20))
+    with open(data / "a.bin", "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+        sum(m[i] for i in range(0, len(m), 4096))  # mapped pages: fadvise cannot drop them
+        doc = probe(tmp_path / "s", "run", "--path", str(data), "--readonly", "--no-direct",
+                    "--size", "8M", "--jobs", "1", "--runtime", "1")
+    assert doc["tool"] == "builtin" and "no O_DIRECT (--no-direct given)" in doc["fallback"]
+    assert doc["cache"]["defeated"] is False and doc["cache"]["resident_fraction"] == 1.0
+    assert "stay in the page cache" in doc["cache"]["note"]
+
+
+@root_only
+def test_readonly_mode_writes_nothing_on_a_read_only_mount(tmp_path):
+    data, ro = tmp_path / "data", tmp_path / "ro"
+    (data / "sub").mkdir(parents=True)
+    ro.mkdir()
+    for i in range(3):
+        (data / f"big{i}").write_bytes(os.urandom(3 << 20))
+    for i in range(40):
+        (data / "sub" / f"img{i}.jpg").write_bytes(os.urandom(20000 + 37 * i))
+    subprocess.run(["mount", "--bind", "-o", "ro", str(data), str(ro)], check=True)
+    try:
+        before = snapshot(data)
+        seq = probe(tmp_path / "s", "run", "--path", str(ro), "--readonly", "--size", "6M",
+                    "--jobs", "2", "--runtime", "1")
+        small = probe(tmp_path / "s", "run", "--path", str(ro), "--readonly", "--workload", "small",
+                      "--files", "30", "--jobs", "2", "--runtime", "0")
+        refused = probe(tmp_path / "s", "claim", "--path", str(ro), "--runid", "t7")
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+    assert seq["tool"] == "fio" and seq["files"] == 2 and seq["gbps"] > 0, seq
+    assert small["tool"] == "builtin" and "arbitrary sizes" in small["fallback"]
+    assert small["files"] == 30 and small["files_read"] == 30 and small["bytes"] == small["bytes_per_pass"]
+    assert refused["error"] == (f"storage path {ro} is not writable (read-only mount): pass "
+                                "--storage-readonly to measure the files already there without writing")
+    assert snapshot(data) == before and list(tmp_path.joinpath("s").glob("storage-*")) == []
+
+
+# ------------------------------------------------------------------ the acceptance checks, locally
+
+def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
+    from test_lab_acceptance import accept, by_key
+
+    prof = tmp_path / "fast.yaml"
+    prof.write_text("extends: local\ncriteria:\n" + "".join(
+        f"  {c}: {{min: 10000, unit: GB/s, source: 'test: beyond any disk'{k}}}\n" for c, k in [
+            ("storage_read_seq", ", size: 64M, jobs: 2, iodepth: 4, runtime: 1"),
+            ("storage_read_small", ", files: 256, file_size: 64K, jobs: 2, runtime: 1"),
+            ("storage_read_aggregate", ", runtime: 1")]))
+    data = tmp_path / "data"
+    data.mkdir()
+    rc, res, out = accept(tmp_path, "-k", "storage", "--profile", str(prof), "--storage-path",
+                          str(data), "--storage-tool", "builtin")
+    assert rc == 1, out
+    r = {c: v for (c, h), v in by_key(res).items()}
+    for crit, what, how in [
+        ("storage_read_seq", "sequential read", "builtin, bs 1M, iodepth 4, 2 jobs, O_DIRECT, 1 s"),
+        ("storage_read_small", "small-file read", "builtin, bs 64K, iodepth 1, 2 jobs, O_DIRECT, 1 s"),
+    ]:
+        f = r[crit]
+        assert f["status"] == "FAIL" and f["measured"] > 0, f
+        assert f["message"].startswith(f"localhost: {what} of {data} ({how}) = {f['measured']} GB/s, "
+                                       "expected >= 10000 GB/s (fast, source: test: beyond any disk); "
+                                       f"likely cause: {data} is ext4 from "), f["message"]
+        assert f["details"]["tool"] == "builtin" and f["details"]["cache"]["defeated"]
+    assert "files/s over 2 readers" in r["storage_read_small"]["message"]
+    agg = r["storage_read_aggregate"]
+    assert agg["status"] == "FAIL" and agg["message"].startswith(
+        "all hosts: aggregate read of 1 host at once over ")
+    assert f"= {agg['measured']} GB/s, expected >= 10000 GB/s" in agg["message"]
+    assert marked(data) == []
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "sequential read" in html and "pread, 2 processes x 4 threads" in html

@@ -1,0 +1,176 @@
+"""Storage checks run for real over SSH on lab hosts that share this machine's filesystem:
+the aggregate read of every host at once, bad paths, a full filesystem, read-only mode,
+a RAM-backed path, and Ctrl-C in the middle of a read."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from lab import SSHD, Lab
+from test_lab_acceptance import ROOT, _only, accept, by_key
+from test_storage import marked, snapshot
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(os.geteuid() != 0, reason="lab needs root (network namespaces, sshd, mount)"),
+    pytest.mark.skipif(not os.path.exists(SSHD), reason=f"{SSHD} missing: install openssh-server"),
+]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """Mounts first (lab hosts get a copy of the mount table when their sshd starts), then
+    the lab: a read-only dataset, a 16 MiB tmpfs (too small), a 256 MiB tmpfs (RAM)."""
+    base = tmp_path_factory.mktemp("storage")
+    d = {k: base / k for k in ("data", "ro", "full", "ram", "shared")}
+    for p in d.values():
+        p.mkdir()
+    (d["data"] / "sub").mkdir()
+    for i in range(3):
+        (d["data"] / f"big{i}.bin").write_bytes(os.urandom(4 << 20))
+    for i in range(60):
+        (d["data"] / "sub" / f"img{i}.jpg").write_bytes(os.urandom(20000 + 53 * i))
+    mounts = [["--bind", "-o", "ro", str(d["data"]), str(d["ro"])],
+              ["-t", "tmpfs", "-o", "size=16m", "tmpfs", str(d["full"])],
+              ["-t", "tmpfs", "-o", "size=256m", "tmpfs", str(d["ram"])]]
+    done = []
+    try:
+        for m in mounts:
+            subprocess.run(["mount", *m], check=True)
+            done.append(m[-1])
+        with Lab(base / "lab", n_hosts=3) as lab:
+            yield lab, d
+    finally:
+        for m in reversed(done):
+            subprocess.run(["umount", m], check=False)
+
+
+def aggregate(res) -> dict:
+    return next(v for (c, _), v in by_key(res).items() if c == "storage_read_aggregate")
+
+
+def test_every_host_reads_the_shared_directory_at_once(env, tmp_path):
+    lab, d = env
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable)
+    rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", "local",
+                          "--storage-path", str(d["shared"]), "--storage-tool", "fio")
+    assert rc == 0, out
+    r = by_key(res)
+    for h in ("lab1", "lab2", "lab3"):
+        for c in ("storage_read_seq", "storage_read_small"):
+            x = r[(c, h)]
+            assert x["status"] == "PASS" and x["measured"] > 0.1, x
+            assert x["details"]["tool"] == "fio" and x["details"]["path"] == str(d["shared"])
+            assert x["details"]["params"]["direct"] and x["details"]["cache"]["defeated"]
+    assert r[("storage_read_seq", "lab1")]["details"]["params"]["bs"] == 1 << 20
+    assert r[("storage_read_small", "lab1")]["details"]["files"] == 512
+    agg = aggregate(res)
+    assert agg["status"] == "PASS", agg
+    det = agg["details"]
+    assert sorted(det["per_host_in_window"]) == ["lab1", "lab2", "lab3"]
+    assert det["window_s"] > 1.0 and det["coverage"] > 0.6, det
+    assert agg["measured"] == pytest.approx(sum(det["per_host_in_window"].values()), abs=0.01)
+    # the three hosts share one disk: together they cannot read much more than one alone
+    solo = max(r[("storage_read_seq", h)]["measured"] for h in ("lab1", "lab2", "lab3"))
+    assert agg["measured"] < 3 * solo
+    assert all(abs(o) < 1 for o in det["clock_offsets_s"].values())
+    assert marked(d["shared"]) == []
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "aggregate read" in html and "GB/s in the window" in html
+
+
+def test_bad_path_read_only_mount_and_full_filesystem_are_refused(env, tmp_path):
+    lab, d = env
+    before = snapshot(d["data"])
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
+        "lab1": {"storage_path": str(d["shared"] / "nope")},
+        "lab2": {"storage_path": str(d["ro"])},
+        "lab3": {"storage_path": str(d["full"])}})
+    rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", "local")
+    assert rc == 1
+    r = by_key(res)
+    want = {"lab1": f"lab1: storage path {d['shared'] / 'nope'} does not exist",
+            "lab2": f"lab2: storage path {d['ro']} is not writable (read-only mount): pass "
+                    "--storage-readonly to measure the files already there without writing",
+            "lab3": "lab3: refusing to write "}
+    for h, msg in want.items():
+        for c in ("storage_read_seq", "storage_read_small"):
+            assert r[(c, h)]["status"] == "ERROR" and r[(c, h)]["message"].startswith(msg), r[(c, h)]
+    full = r[("storage_read_seq", "lab3")]["message"]
+    assert f"to {d['full']}: it would leave 0 B free of 16.0 MiB, below the safe margin" in full
+    agg = aggregate(res)
+    assert agg["status"] == "ERROR" and all(h in agg["message"] for h in ("lab1", "lab2", "lab3"))
+    assert os.listdir(d["full"]) == [] and os.statvfs(d["full"]).f_bfree == \
+        os.statvfs(d["full"]).f_blocks, "something was written to the full filesystem"
+    assert snapshot(d["data"]) == before
+
+
+def test_read_only_dataset_is_measured_and_ram_is_not_storage(env, tmp_path):
+    lab, d = env
+    before = snapshot(d["data"])
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
+        "lab1": {"storage_path": str(d["ro"]), "storage_readonly": True},
+        "lab2": {"storage_path": str(d["ram"])}}), ["lab1", "lab2"])
+    rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", "local")
+    assert rc == 1
+    r = by_key(res)
+    seq, small = r[("storage_read_seq", "lab1")], r[("storage_read_small", "lab1")]
+    assert seq["status"] == "PASS" and seq["details"]["readonly"] and seq["details"]["tool"] == "fio"
+    assert seq["details"]["files"] == 3  # the dataset's large files (128 MiB asked, 12 there)
+    assert small["status"] == "PASS" and small["details"]["tool"] == "builtin"
+    assert small["details"]["files"] == 63 and "arbitrary sizes" in small["details"]["fallback"]
+    for c in ("storage_read_seq", "storage_read_small"):
+        x = r[(c, "lab2")]
+        assert x["status"] == "ERROR" and x["measured"] > 0, x
+        assert "is not a storage figure: the page cache could not be bypassed (tmpfs is " \
+               "RAM-backed" in x["message"]
+    agg = aggregate(res)
+    assert agg["status"] == "ERROR" and "could not be bypassed on lab2" in agg["message"], agg
+    assert snapshot(d["data"]) == before
+    assert marked(d["ram"]) == []
+
+
+def test_ctrl_c_during_the_read_leaves_no_files_and_no_probe(env, tmp_path):
+    lab, d = env
+    shared = d["shared"] / "intr"
+    shared.mkdir()
+    prof = tmp_path / "long.yaml"
+    prof.write_text("extends: local\ncriteria:\n  storage_read_seq: {min: 0.1, unit: GB/s, "
+                    "source: test, size: 64M, jobs: 2, iodepth: 4, runtime: 60}\n")
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), ["lab1", "lab2"])
+    rd = tmp_path / "report"
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/", "-k", "storage",
+                          "--report-dir", str(rd), "-p", "no:cacheprovider", "--inventory", str(inv),
+                          "--profile", str(prof), "--storage-path", str(shared)],
+                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runid, deadline = None, time.time() + 60
+    while time.time() < deadline and not (runid and _readers(runid)):
+        time.sleep(0.1)
+        dirs = sorted(shared.glob(".signoff-*-lab1"))
+        runid = dirs[0].name[len(".signoff-"):-len("-lab1")] if dirs else None
+    assert runid and _readers(runid), "the storage read never started"
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    res = json.loads((rd / "results.json").read_text())
+    assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"]
+    assert marked(shared) == [], "test files left behind"
+    assert _readers(runid) == [], "storage probe still running after Ctrl-C"
+
+
+def _readers(runid: str) -> list[int]:
+    """Processes of this run's storage read (probe, its forked readers or fio)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if runid in cmd and "storage.py" in cmd or f"fio-{runid}-" in cmd:
+            out.append(int(pid))
+    return out
