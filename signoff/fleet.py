@@ -18,6 +18,7 @@ PROBE_DIR = Path(__file__).resolve().parent / "probes"
 # Kill the process group of every probe this run started on the host (the group leader
 # is the host-side `timeout`), then anything left by pid.
 KILL_PROBES = ("for f in {wd}/.pid.*; do p=${{f##*.}}; [ \"$p\" = '*' ] && continue; "
+               "kill -0 $p 2>/dev/null && echo killed $p; "
                "g=$(ps -o pgid= -p $p 2>/dev/null | tr -d ' '); "
                "[ \"$g\" = \"$(ps -o pgid= -p $$ | tr -d ' ')\" ] && g=; "  # never our own group
                "[ -n \"$g\" ] && kill -KILL -$g 2>/dev/null; kill -KILL $p 2>/dev/null; done; true")
@@ -66,6 +67,19 @@ class HostSession:
     def run(self, command: str, timeout: float = 60):
         return self.t.run(command, timeout)
 
+    def probe_stream(self, name: str, *args: str, on_line, timeout: float = 120,
+                     env: dict | None = None) -> dict:
+        """Like probe(), and on_line(line) gets each stdout line as the probe prints it (a
+        soak's samples); the last line is the probe's JSON document, as for every probe."""
+        wd = self._ensure_workdir()
+        env = {**self.host.env, **(env or {})}
+        envs = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
+        # the same wrapper as probe(): the pid file lets cleanup kill the probe's group
+        cmd = (f"cd {shlex.quote(wd)} && touch .pid.$$ && env {envs} "
+               f"{shlex.quote(self.host.python)} {name}.py {' '.join(map(shlex.quote, args))}"
+               f"; rc=$?; rm -f .pid.$$; exit $rc")
+        return parse_probe_output(self.host.name, name, self.t.run_stream(cmd, timeout, on_line))
+
     def _ensure_workdir(self) -> str:
         with self._lock:
             if self.workdir is None:
@@ -79,6 +93,11 @@ class HostSession:
 
     def probe(self, name: str, *args: str, timeout: float = 120, env: dict | None = None) -> dict:
         """Run probes/<name>.py with the host's Python; return its JSON document."""
+        return parse_probe_output(self.host.name, name, self.probe_result(name, *args, timeout=timeout,
+                                                                          env=env))
+
+    def probe_result(self, name: str, *args: str, timeout: float = 120, env: dict | None = None):
+        """Like probe(), but the raw CommandResult (exit code, stdout, stderr)."""
         wd = self._ensure_workdir()
         env = {**self.host.env, **(env or {})}
         envs = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
@@ -88,7 +107,14 @@ class HostSession:
         cmd = (f"cd {shlex.quote(wd)} && touch .pid.$$ && env {envs} "
                f"{shlex.quote(self.host.python)} {name}.py {' '.join(map(shlex.quote, args))}"
                f"; rc=$?; rm -f .pid.$$; exit $rc")
-        return parse_probe_output(self.host.name, name, self.t.run(cmd, timeout))
+        return self.t.run(cmd, timeout)
+
+    def kill_probes(self) -> bool:
+        """Kill every probe of this run still running on the host (e.g. the surviving ranks
+        of a collective whose peer died); True if one was running."""
+        if not self.workdir:
+            return False
+        return "killed" in self.t.run(KILL_PROBES.format(wd=shlex.quote(self.workdir)), 30).stdout
 
     def cleanup(self) -> None:
         try:

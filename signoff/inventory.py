@@ -11,7 +11,8 @@ import yaml
 from signoff import InputError
 from signoff.hostlist import expand
 
-HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags", "env"}
+HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags", "env",
+             "data_iface"}
 HOST_KEYS |= {"storage_path", "storage_readonly"}  # the directory the storage checks read
 TOP_KEYS = {"hosts", "defaults", "known_hosts"}
 LOCAL = "local"
@@ -29,6 +30,7 @@ class Host:
     env: dict = field(default_factory=dict)  # set for every probe (e.g. NCCL_SOCKET_IFNAME)
     storage_path: str | None = None  # directory the storage checks read (--storage-path wins)
     storage_readonly: bool = False  # measure the files there, write nothing
+    data_iface: str | None = None  # the interface inter-node traffic is measured on
 
     @property
     def local(self) -> bool:
@@ -102,6 +104,7 @@ def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
             env={str(k): str(v) for k, v in env.items()},
             storage_path=str(spath) if spath is not None else None,
             storage_readonly=bool(merged.get("storage_readonly", False)),
+            data_iface=str(merged["data_iface"]) if merged.get("data_iface") else None,
         )
         for n in names
     ]

@@ -16,7 +16,9 @@ import pytest
 from signoff import InputError, inventory, profiles, report
 from signoff.check import NA_PREFIX, Check
 from signoff.fleet import Fleet, HostSession, ProbeError
-from signoff.results import Results, split_nodeid, worse
+from signoff.network import Network, all_pairs, pair_id, ring_pairs
+from signoff.results import ALL, Results, split_nodeid, worse
+from signoff.soak import duration_arg
 from signoff.transport import HostUnreachable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +55,8 @@ def pytest_addoption(parser):
     g.addoption("--connect-timeout", type=float, default=10, help="SSH connect timeout, s")
     g.addoption("--probe-timeout", type=float, default=180,
                 help="a probe running longer is killed on its host, s")
+    g.addoption("--soak-duration", type=duration_arg, default=None,
+                help="sustained-load time instead of the profile's soak.duration (90s, 10m, 24h)")
     g.addoption("--storage-path", default=None,
                 help="directory the storage checks read; test files go into .signoff-<run>-<host>/ "
                      "there and are removed at the end (default: the inventory's storage_path, "
@@ -64,6 +68,12 @@ def pytest_addoption(parser):
     g.addoption("--storage-min-free", default="10%",
                 help="refuse to write test files that would leave less free on the filesystem "
                      "(percent or size, default 10%%)")
+    g.addoption("--net-pairs", choices=("ring", "all"), default="ring",
+                help="host pairs for inter-node bandwidth: ring (each host with the next) or all")
+    g.addoption("--net-port", type=int, default=29400,
+                help="first TCP port the network probes listen on (bound to the data interface)")
+    g.addoption("--collective-timeout", type=int, default=600,
+                help="multi-node all-reduce: rendezvous/collective timeout, s (ranks killed after)")
     g.addoption("--report-dir", default=None,
                 help="where report.html, results.json and junit.xml go "
                      "(default reports/<UTC timestamp>/)")
@@ -137,10 +147,20 @@ def pytest_configure_node(node):
     node.workerinput["signoff_report_dir"] = str(rd) if rd else None
 
 
+def host_pairs(config) -> list[tuple[str, str]]:
+    names = [h.name for h in config.stash[STATE].inventory.hosts]
+    return (all_pairs if config.getoption("net_pairs") == "all" else ring_pairs)(names)
+
+
 def pytest_generate_tests(metafunc):
     if "host" in metafunc.fixturenames:
         names = [h.name for h in metafunc.config.stash[STATE].inventory.hosts]
         metafunc.parametrize("host", names, ids=names, indirect=True)
+    if "pair" in metafunc.fixturenames:
+        # one host has no pair: a single N.A. case rather than an empty (silently skipped) set
+        pairs = host_pairs(metafunc.config) or [None]
+        ids = [pair_id(*p) if p else "single-host" for p in pairs]
+        metafunc.parametrize("pair", pairs, ids=ids)
 
 
 @dataclass
@@ -212,6 +232,16 @@ def profile(pytestconfig, fleet) -> profiles.Profile:
     return state.profile
 
 
+@pytest.fixture(scope="session")
+def network(pytestconfig, fleet) -> Network:
+    return Network(fleet, pytestconfig.getoption("net_port"))
+
+
+@pytest.fixture(scope="session")
+def pairs(pytestconfig) -> list[tuple[str, str]]:
+    return host_pairs(pytestconfig)
+
+
 @pytest.fixture
 def host(request, fleet) -> HostView:
     name = request.param
@@ -239,7 +269,7 @@ def attach(request):
 @pytest.fixture
 def check(request) -> Check:
     spec = getattr(request.node, "callspec", None)
-    return Check(request.node, spec.id if spec else "all hosts")
+    return Check(request.node, spec.id if spec else ALL)
 
 
 def _status(rep, call) -> tuple[str, str]:

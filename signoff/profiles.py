@@ -11,9 +11,10 @@ from pathlib import Path
 import yaml
 
 from signoff import InputError
+from signoff import soak as soak_rules
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "thresholds"
-TOP_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria"}
+TOP_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria", "soak"}
 HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls"}
 INTERCONNECTS = {"nvlink", "pcie", "any"}
 LIMIT_KEYS = ("min", "max", "equals")
@@ -27,10 +28,23 @@ CRITERIA: dict[str, dict] = {
     "allreduce_busbw": {"type": "number", "extra": ("size", "sweep")},
     "p2p_bandwidth": {"type": "number"},  # slowest GPU pair, unidirectional copy
     "p2p_uniformity": {"type": "number"},  # slowest pair / median pair of the host
+    # sustained load (signoff/soak.py, docs/soak.md); the load itself is the `soak:` section
+    "soak_gpu_temp": {"type": "number", "extra": ("hold",)},  # sustained: held `hold` s
+    "soak_mem_temp": {"type": "number", "extra": ("hold",)},
+    "soak_throttle": {"type": "number", "extra": ("reasons",)},  # samples with a failing reason
+    "soak_clock_stability": {"type": "number", "extra": ("correlation",)},  # % clock drop, hot vs cool
+    "soak_gemm_tflops": {"type": "number"},  # per GPU, mean after warm-up; optional per class
+    "soak_gemm_straggler": {"type": "number"},  # GPU / the host's median GPU
+    "soak_errors": {"type": "number"},  # new uncorrectable ECC errors, XIDs, failed loads
     # storage read throughput, GB/s: one host alone, all hosts at once (signoff/storage.py)
     "storage_read_seq": {"type": "number", "extra": ("size", "bs", "jobs", "iodepth", "runtime")},
     "storage_read_small": {"type": "number", "extra": ("files", "file_size", "bs", "jobs", "runtime")},
-    "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per")},
+    "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per", "node_min")},
+    # inter-node: per-port line rate of the fabric the profile names
+    "nic_rate": {"type": "number", "extra": ("fabric", "ports")},
+    # host-to-host throughput as a fraction of the detected line rate
+    "net_pair_bandwidth": {"type": "number", "extra": ("streams", "duration", "tool")},
+    "multinode_allreduce_busbw": {"type": "number", "extra": ("size", "sweep", "algo")},
 }
 
 
@@ -88,6 +102,7 @@ class Profile:
     hardware: dict = field(default_factory=dict)
     criteria: dict[str, Threshold] = field(default_factory=dict)
     chain: list[str] = field(default_factory=list)
+    soak: dict = field(default_factory=dict)  # the sustained load: duration, warmup, interval, matrix
 
     def threshold(self, criterion: str) -> Threshold:
         """The threshold for a criterion; a missing one is an error, not a pass."""
@@ -185,8 +200,15 @@ def _threshold(name, spec, path, profile) -> Threshold:
         if not isinstance(spec.get(key), str) or not spec[key].strip():
             raise InputError(f"{w}.{key}: missing (every threshold needs a unit and a source)")
     extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source")}
-    if name == "allreduce_busbw":
+    if name.startswith("soak_"):
+        try:
+            soak_rules.check_extra(name, extra)
+        except ValueError as exc:
+            raise InputError(f"{w}.{exc}") from None
+    if name in ("allreduce_busbw", "multinode_allreduce_busbw"):
         _check_sweep(extra, w)
+    if name == "nic_rate" and extra.get("fabric") not in ("ethernet", "infiniband"):
+        raise InputError(f"{w}.fabric: expected ethernet or infiniband, got {extra.get('fabric')!r}")
     if name.startswith("storage_"):
         from signoff.storage import check_extra  # (signoff.storage imports this module)
         check_extra(name, extra, w)
@@ -236,7 +258,20 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
     if not isinstance(crit, dict):
         raise InputError(f"{_where(path, 'criteria')}: expected a mapping of criterion -> threshold")
     for cname, spec in crit.items():
+        if spec is None and cname in criteria:  # `criterion: null` drops an inherited one
+            del criteria[cname]
+            continue
         criteria[cname] = _threshold(cname, spec, path, name)
+    soak = dict(parent.soak) if parent else {}
+    if data.get("soak") is not None:
+        if not isinstance(data["soak"], dict):
+            raise InputError(f"{_where(path, 'soak')}: expected a mapping of "
+                             f"{', '.join(soak_rules.SOAK_KEYS)}")
+        try:
+            soak.update(soak_rules.check_section(data["soak"]))
+            soak_rules.plan(soak)
+        except ValueError as exc:
+            raise InputError(f"{_where(path, 'soak')}.{exc}") from None
     return Profile(
         name=name,
         path=str(path),
@@ -245,6 +280,7 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
         hardware=hardware,
         criteria=criteria,
         chain=[*(parent.chain if parent else []), name],
+        soak=soak,
     )
 
 

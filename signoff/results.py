@@ -10,6 +10,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
+ALL = "all hosts"  # the host column of a cluster-wide check
 STATUSES = ("PASS", "FAIL", "ERROR", "N.A.", "NOT RUN")
 _RANK = {"PASS": 0, "N.A.": 1, "NOT RUN": 2, "FAIL": 3, "ERROR": 4}
 
@@ -19,8 +20,8 @@ def split_nodeid(nodeid: str) -> tuple[str, str]:
     name = re.sub(r"@[^\[\]@]*$", "", nodeid.split("::")[-1])  # xdist loadgroup appends @group
     m = re.fullmatch(r"test_(\w+?)(?:\[(.*)\])?", name)
     if not m:
-        return name, "*"
-    return m.group(1), m.group(2) or "*"
+        return name, ALL
+    return m.group(1), m.group(2) or ALL
 
 
 def worse(a: str | None, b: str) -> str:
@@ -57,6 +58,14 @@ class Results:
         with self._lock:
             self.doc["meta"].update(kv)
         self.write()
+
+    def set_live(self, section: str, name: str, value, write: bool = True) -> None:
+        """Progress of a long check, updated while it runs (e.g. a soak's samples per host);
+        `value` must not be mutated afterwards (it is serialised from another thread)."""
+        with self._lock:
+            self.doc.setdefault(section, {})[name] = value
+        if write:
+            self.write()
 
     def add(self, record: dict) -> None:
         with self._lock:

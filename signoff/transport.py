@@ -15,6 +15,7 @@ from invoke import Context
 from invoke.exceptions import CommandTimedOut
 from paramiko.ssh_exception import NoValidConnectionsError
 
+from signoff import stream
 from signoff.inventory import Host
 
 KILL_GRACE_S = 5
@@ -85,6 +86,11 @@ class Transport:
     def run(self, command: str, timeout: float) -> CommandResult:
         raise NotImplementedError
 
+    def run_stream(self, command: str, timeout: float, on_line) -> CommandResult:
+        """Like run(), calling on_line(line) for each stdout line as it arrives; stdout and
+        stderr keep only their last lines (signoff.stream), so a stream may last hours."""
+        raise NotImplementedError
+
     def put(self, local: Path, remote: str) -> None:
         raise NotImplementedError
 
@@ -104,6 +110,10 @@ class LocalTransport(Transport):
         except CommandTimedOut as exc:
             return CommandResult(command, 124, exc.result.stdout, exc.result.stderr, timeout)
         return CommandResult(command, r.exited, r.stdout, r.stderr, timeout)
+
+    def run_stream(self, command: str, timeout: float, on_line) -> CommandResult:
+        rc, out, err = stream.run_local(guarded(command, timeout), timeout + 2 * KILL_GRACE_S, on_line)
+        return CommandResult(command, rc, out, err, timeout)
 
     def put(self, local: Path, remote: str) -> None:
         Path(remote).write_bytes(Path(local).read_bytes())
@@ -150,6 +160,16 @@ class SSHTransport(Transport):
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise HostUnreachable(self.host.name, f"connection lost: {exc}") from exc
         return CommandResult(command, r.exited, r.stdout, r.stderr, timeout)
+
+    def run_stream(self, command: str, timeout: float, on_line) -> CommandResult:
+        self.connect()
+        try:
+            channel = self.conn.client.get_transport().open_session()
+            rc, out, err = stream.run_channel(channel, guarded(command, timeout),
+                                              timeout + 2 * KILL_GRACE_S, on_line)
+        except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
+            raise HostUnreachable(self.host.name, f"connection lost: {exc}") from exc
+        return CommandResult(command, rc, out, err, timeout)
 
     def put(self, local: Path, remote: str) -> None:
         self.connect()

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from signoff.results import Results, split_nodeid, verdict, worse
+from signoff.results import ALL, Results, split_nodeid, verdict, worse
 
 
 @pytest.mark.parametrize("nodeid, want", [
     ("acceptance/test_gpu_health.py::test_ecc_enabled[node01]", ("ecc_enabled", "node01")),
-    ("acceptance/test_versions.py::test_version_parity", ("version_parity", "*")),
+    ("acceptance/test_versions.py::test_version_parity", ("version_parity", ALL)),
     ("acceptance/test_gpu_health.py::test_row_remap[gpu-3.example]@node",
      ("row_remap", "gpu-3.example")),
-    ("acceptance/test_x.py::test_plain@grp", ("plain", "*")),
+    ("acceptance/test_x.py::test_plain@grp", ("plain", ALL)),
     ("acceptance/test_x.py::TestC::test_m[h1]", ("m", "h1")),
 ])
 def test_split_nodeid(nodeid, want):

@@ -8,6 +8,7 @@ hosts, timed with the wall clock. Every size's result is checked for correctness
 Prints exactly one JSON document.
 """
 import argparse
+import datetime
 import json
 import os
 import re
@@ -36,10 +37,13 @@ def sizes(lo, hi, factor):
     return out
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def listen(addr, port):
+    """The rendezvous listener, bound to the measured interface only (not 0.0.0.0)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen(128)
+    return s
 
 
 def median(xs):
@@ -111,17 +115,22 @@ def time_size(torch, dist, nbytes, args, dev, rank, world, use_graph):
     return float(t[0]), t[1].item() == 0.0
 
 
-def worker(rank, world, args, port, out_path):
+def worker(local_rank, local_world, args, port, out_path):
     import torch
     import torch.distributed as dist
 
+    world = args.nnodes * local_world
+    rank = args.node_rank * local_world + local_rank
     cuda = args.backend == "nccl"
-    dev = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    dev = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(dev)
     kw = {"device_id": dev} if cuda else {}
-    dist.init_process_group(args.backend, init_method="tcp://127.0.0.1:%d" % port,
-                            rank=rank, world_size=world, **kw)
+    timeout = datetime.timedelta(seconds=args.timeout)
+    store = dist.TCPStore(args.master_addr, port, world, is_master=False, timeout=timeout)
+    dist.init_process_group(args.backend, store=store, rank=rank, world_size=world,
+                            timeout=timeout, **kw)
+    sys.stderr.write("signoff-event joined rank %d\n" % rank)  # who reached the rendezvous
     rows, use_graph = [], cuda and not args.no_graph
     try:
         for nbytes in sizes(args.min_bytes, args.max_bytes, args.factor):
@@ -136,7 +145,7 @@ def worker(rank, world, args, port, out_path):
             rows.append({"bytes": nbytes, "time_us": round(t * 1e6, 3),
                          "algbw": round(algbw, 3),
                          "busbw": round(algbw * 2 * (world - 1) / world, 3), "correct": ok})
-        if rank == 0:
+        if local_rank == 0:
             with open(out_path, "w") as f:
                 json.dump({"rows": rows, "graphs": use_graph}, f)
     finally:
@@ -172,6 +181,11 @@ def main():
     ap.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     ap.add_argument("--nprocs", type=int, default=0, help="ranks; default one per GPU (gloo: 2)")
     ap.add_argument("--no-graph", action="store_true", help="eager loop instead of CUDA graphs")
+    ap.add_argument("--nnodes", type=int, default=1)
+    ap.add_argument("--node-rank", type=int, default=0)
+    ap.add_argument("--master-addr", default="127.0.0.1", help="node 0's address on the measured net")
+    ap.add_argument("--master-port", type=int, default=0, help="0: any free port (single node)")
+    ap.add_argument("--timeout", type=int, default=120, help="rendezvous/collective timeout, s")
     args = ap.parse_args()
     doc = {"probe": "allreduce", "argv": sys.argv[1:],
            "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
@@ -186,7 +200,8 @@ def main():
     if args.backend == "auto":
         args.backend = "nccl" if gpus else "gloo"
     world = args.nprocs or (gpus if args.backend == "nccl" else 2)
-    doc.update(backend=args.backend, world_size=world, gpus=gpus, torch=torch.__version__)
+    doc.update(backend=args.backend, world_size=world * args.nnodes, local_ranks=world, gpus=gpus,
+               nnodes=args.nnodes, node_rank=args.node_rank, torch=torch.__version__)
     if args.backend == "nccl":
         doc["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
     logdir = tempfile.mkdtemp(prefix="allreduce.", dir=".")
@@ -196,14 +211,26 @@ def main():
         os.environ.setdefault("NCCL_DEBUG", "INFO")
         os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET,GRAPH,ENV")
         os.environ["NCCL_DEBUG_FILE"] = os.path.join(os.path.abspath(logdir), NCCL_LOG)
+    sys.stderr.write("signoff-event started node %d\n" % args.node_rank)
+    sys.stderr.flush()
     t0 = time.time()
+    store = None
     try:
-        mp.spawn(worker, args=(world, args, free_port(), out_path), nprocs=world, join=True)
+        port = args.master_port
+        if args.node_rank == 0:
+            import torch.distributed as dist
+            sock = listen(args.master_addr, port)
+            port = sock.getsockname()[1]
+            store = dist.TCPStore(args.master_addr, port, world * args.nnodes, is_master=True,
+                                  timeout=datetime.timedelta(seconds=args.timeout),
+                                  wait_for_workers=False, master_listen_fd=sock.fileno())
+        mp.spawn(worker, args=(world, args, port, out_path), nprocs=world, join=True)
         with open(out_path) as f:
             doc.update(json.load(f))
     except Exception as exc:  # noqa: BLE001
         doc["error"] = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[-1:] or "")
         doc["traceback"] = traceback.format_exc()[-2000:]
+    del store
     doc["elapsed_s"] = round(time.time() - t0, 2)
     if args.backend == "nccl":
         doc["transports"], doc["nccl_log"] = nccl_transports(logdir)

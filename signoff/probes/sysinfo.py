@@ -152,6 +152,7 @@ def main():
         "hostname": platform.node(),
         "python": platform.python_version(),
         "python_executable": sys.executable,
+        "workdir": os.getcwd(),  # the run's temp dir on this host, removed at the end
         "os": os_release(),
         "kernel": platform.release(),
         "cpu_count": os.cpu_count(),

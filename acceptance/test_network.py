@@ -1,0 +1,109 @@
+"""Inter-node network: NIC line rate, host pairs near line rate, multi-node all-reduce."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from signoff import network as net
+from signoff.check import not_applicable
+from signoff.fleet import ProbeError
+from signoff.profiles import parse_size
+
+RULE = "signoff acceptance rule"
+
+
+def test_nic_link(host, fleet, network, profile, check):
+    if not host.session.host.data_iface and len(fleet.names) == 1:
+        not_applicable(f"{host}: single host and no data_iface named in the inventory")
+    t = profile.threshold("nic_rate")
+    info = network.info(host.name)
+    if t.extra.get("fabric") == "infiniband":
+        ports = info["infiniband"]
+        bad = [f"{p['device']} port {p['port']} {p['state']} at {p['rate'] or 'no rate'}"
+               for p in ports if "ACTIVE" not in (p["state"] or "") or not t.ok(p["rate_gbps"] or 0)]
+        up = [p for p in ports if p not in bad]
+        measured = min((p["rate_gbps"] or 0 for p in ports), default=0)
+    else:
+        iface = host.session.host.data_iface
+        network.address(host.name)  # the named interface exists and has an address
+        port = net.data_port(info, iface)
+        speed = (port["speed_mbps"] or 0) / 1000
+        bad = [] if port["operstate"] == "up" else [f"{iface} is {port['operstate']}"]
+        bad += [] if t.ok(speed) else [f"{iface} at {speed:g} Gb/s, {t}"]
+        up, measured = ([port] if not bad else []), speed
+    want = t.extra.get("ports", 1)
+    if len(up) < want:
+        bad.append(f"{len(up)} of {want} expected {t.extra.get('fabric')} ports up at {t.expected}")
+    check.require(bad, measured, f"{want} x {t.extra.get('fabric')} port(s) up at {t.expected}",
+                  t.source, cause="cable, transceiver or switch port; or the profile names another "
+                  "fabric", details={"ethernet": info["ethernet"], "infiniband": info["infiniband"]})
+
+
+def test_net_pair_bandwidth(pair, pairs, network, profile, check):
+    if pair is None:
+        not_applicable("one host: no pair to measure")
+    t = profile.threshold("net_pair_bandwidth")
+    res = network.pair(*pair, pairs, t.extra.get("streams", 4), t.extra.get("duration", 5),
+                       t.extra.get("tool", "auto"))
+    if res["line_rate_gbps"] is None:
+        raise ProbeError(f"{net.pair_id(*pair)}: line rate unknown (no speed on the data interface): "
+                         f"measured {res['gbps']} Gb/s cannot be judged")
+    check.expect(res["fraction"], t, f"{res['gbps']:g} Gb/s ({res['tool']}, {res['streams']} streams) "
+                 f"of {res['line_rate_gbps']:g} Gb/s line rate, fraction",
+                 cause="a slow link, NIC, cable or switch port on this path", details=res)
+
+
+def test_multinode_allreduce(fleet, network, profile, check, pytestconfig):
+    names = fleet.names
+    if len(names) < 2:
+        not_applicable("one host: no inter-node all-reduce")
+    t = profile.threshold("multinode_allreduce_busbw")
+    lo, hi = t.extra["sweep"]
+    env = {"NCCL_ALGO": t.extra["algo"]} if t.extra.get("algo") else {}
+    if profile.hardware.get("nvls") is False:
+        env["NCCL_NVLS_ENABLE"] = "0"
+    timeout = pytestconfig.getoption("collective_timeout")
+    res = network.allreduce(names, lo, hi, env, timeout)
+    if not res["ok"]:
+        raise ProbeError("multi-node all-reduce failed; caused by "
+                         f"{', '.join(res['culprits']) or 'unknown'}: "
+                         + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))
+    doc = res["doc"]
+    row = next(r for r in doc["rows"] if r["bytes"] == parse_size(t.extra["size"]))
+    cause, found = "", {}
+    if not t.ok(row["busbw"]):
+        found = bisect(network, names, t, env, timeout)
+        cause = describe(found)
+    check.expect(row["busbw"], t, f"{len(names)}-host all-reduce busbw at {t.extra['size']} "
+                 f"({doc['world_size']} ranks, {doc['backend']})", cause=cause,
+                 details={"rows": doc["rows"], "bisection": found})
+
+
+def bisect(network, names, t, env, timeout) -> dict:
+    """Re-measure every ring pair (disjoint pairs at once) and name the slow host or link."""
+    size = t.extra["size"]
+    pair_bw = {}
+    for rnd in net.rounds(net.ring_pairs(names)):
+        with ThreadPoolExecutor(max_workers=len(rnd)) as pool:
+            runs = pool.map(lambda p: network.allreduce(list(p), size, size, env, timeout), rnd)
+            for p, r in zip(rnd, runs):
+                pair_bw[p] = r["doc"]["rows"][0]["busbw"] if r["ok"] else None
+    hosts, links = net.suspects({p: bw is not None and t.ok(bw) for p, bw in pair_bw.items()})
+    return {"pairs": {net.pair_id(*p): bw for p, bw in pair_bw.items()},
+            "slow_hosts": hosts, "slow_links": [net.pair_id(*p) for p in links]}
+
+
+def describe(found: dict) -> str:
+    parts = [f"slow host {h}" for h in found["slow_hosts"]]
+    parts += [f"slow link {p}" for p in found["slow_links"]]
+    pairs = ", ".join(f"{p} {bw if bw is not None else 'failed'}" for p, bw in found["pairs"].items())
+    return (" and ".join(parts) or "no single pair is slow (congestion or a collective problem)") + \
+        f" (pairwise busbw GB/s: {pairs})"
+
+
+@pytest.fixture(autouse=True)
+def _need_reachable(request, fleet):
+    """Network checks need the hosts' sysinfo: a dead host ERRORs by name, the others run."""
+    pair = request.node.callspec.params.get("pair") if hasattr(request.node, "callspec") else None
+    for name in pair or ():
+        fleet.facts(name)

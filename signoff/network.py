@@ -1,0 +1,221 @@
+"""Inter-node network: data interfaces, host pairs in rounds, the multi-node all-reduce and
+its bisection to the slow host or link."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from signoff.fleet import Fleet, HostSession, ProbeError, parse_probe_output
+from signoff.transport import HostUnreachable
+
+
+def ring_pairs(names: list[str]) -> list[tuple[str, str]]:
+    """Each host sends to the next; two hosts make one pair, not two."""
+    if len(names) < 2:
+        return []
+    if len(names) == 2:
+        return [(names[0], names[1])]
+    return [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
+
+
+def all_pairs(names: list[str]) -> list[tuple[str, str]]:
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+
+
+def rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """Pairs that share no host run in the same round: a ring of N costs 2-3 rounds, not N."""
+    out: list[list[tuple[str, str]]] = []
+    for p in pairs:
+        for r in out:
+            if not any(set(p) & set(q) for q in r):
+                r.append(p)
+                break
+        else:
+            out.append([p])
+    return out
+
+
+def pair_id(a: str, b: str) -> str:
+    return f"{a}->{b}"
+
+
+def data_port(netinfo: dict, iface: str) -> dict | None:
+    return next((p for p in netinfo["ethernet"] if p["name"] == iface), None)
+
+
+def data_address(host: str, netinfo: dict, iface: str | None) -> str:
+    """The IPv4 address of the interface the inventory names; never guessed."""
+    if not iface:
+        raise ProbeError(f"{host}: no data interface named: set data_iface for this host in the "
+                         f"inventory (the network is measured only on an interface you name)")
+    port = data_port(netinfo, iface)
+    if port is None:
+        names = ", ".join(p["name"] for p in netinfo["ethernet"])
+        raise ProbeError(f"{host}: data_iface {iface} does not exist (interfaces: {names})")
+    if not port["addresses"]:
+        raise ProbeError(f"{host}: data_iface {iface} has no IPv4 address")
+    return port["addresses"][0]
+
+
+def suspects(pair_ok: dict[tuple[str, str], bool]) -> tuple[list[str], list[tuple[str, str]]]:
+    """From pairwise verdicts: hosts all of whose pairs failed, and failing pairs not
+    explained by such a host (a bad link between two otherwise good hosts)."""
+    hosts = {h for p in pair_ok for h in p}
+    bad_hosts = sorted(h for h in hosts
+                       if all(not ok for p, ok in pair_ok.items() if h in p)
+                       and any(h in p for p in pair_ok))
+    bad_links = [p for p, ok in pair_ok.items() if not ok and not set(p) & set(bad_hosts)]
+    return bad_hosts, bad_links
+
+
+class Network:
+    """Runs and caches the network measurements of one session."""
+
+    def __init__(self, fleet: Fleet, port: int = 29400):
+        self.fleet, self.port = fleet, port
+        self._info: dict = {}
+        self._pairs: dict | None = None
+        self._collective: dict = {}
+
+    def session(self, name: str) -> HostSession:
+        return self.fleet.sessions[name]
+
+    def info(self, name: str) -> dict:
+        return self.session(name).cached_probe("netinfo", timeout=60)
+
+    def address(self, name: str) -> str:
+        return data_address(name, self.info(name), self.session(name).host.data_iface)
+
+    def line_rate_gbps(self, name: str) -> float | None:
+        port = data_port(self.info(name), self.session(name).host.data_iface)
+        return port["speed_mbps"] / 1000 if port and port.get("speed_mbps") else None
+
+    def tool(self, a: str, b: str, want: str) -> str:
+        have = [self.info(h)["tools"] for h in (a, b)]
+        if want in ("auto", "iperf3") and all(t["iperf3"] for t in have):
+            return "iperf3"
+        if want == "ib_write_bw" and all(t["ib_write_bw"] for t in have):
+            return "ib_write_bw"
+        return "builtin"
+
+    # --- host pairs ---------------------------------------------------------------
+    def pair(self, a: str, b: str, pairs: list, streams: int, duration: int, tool: str) -> dict:
+        if self._pairs is None:
+            self._pairs = {}
+            for rnd in rounds(pairs):
+                with ThreadPoolExecutor(max_workers=len(rnd)) as pool:
+                    done = pool.map(lambda p: self._measure(*p, streams, duration, tool), rnd)
+                    for p, res in zip(rnd, done):
+                        self._pairs[p] = res
+        res = self._pairs[(a, b)]
+        if isinstance(res, Exception):
+            raise res
+        return res
+
+    def _measure(self, a: str, b: str, streams: int, duration: int, tool: str):
+        try:
+            src, dst = self.address(a), self.address(b)
+            t = self.tool(a, b, tool)
+            common = ["--tool", t, "--port", str(self.port), "--streams", str(streams),
+                      "--duration", str(duration)]
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                server = pool.submit(self.session(b).probe, "netpair", "server", "--bind", dst,
+                                     *common, timeout=duration + 60)
+                client = self.session(a).probe("netpair", "client", "--connect", dst,
+                                               "--bind", src, *common, timeout=duration + 60)
+                served = server.result()
+            if "error" in client or "error" in served:
+                raise ProbeError(f"{a}->{b}: {client.get('error') or served.get('error')}")
+            gbps = served["gbps"] if t == "builtin" else client["gbps"]
+            rates = [r for r in (self.line_rate_gbps(a), self.line_rate_gbps(b)) if r]
+            line = min(rates) if rates else None
+            return {"gbps": gbps, "tool": t, "streams": streams, "duration": duration,
+                    "from": f"{a} {src}", "to": f"{b} {dst}", "line_rate_gbps": line,
+                    "fraction": round(gbps / line, 3) if line else None,
+                    "cmd": client.get("cmd")}
+        except (ProbeError, HostUnreachable) as exc:
+            return exc
+
+    # --- multi-node all-reduce --------------------------------------------------
+    def allreduce(self, names: list[str], lo: str, hi: str, env: dict, timeout: int) -> dict:
+        """All hosts at once, rendezvous on the first; a failure kills every host's ranks."""
+        key = (tuple(names), lo, hi)
+        if key in self._collective:
+            return self._collective[key]
+        master = self.address(names[0])
+        port = str(self.port + 1)
+        outcome: dict = {}
+
+        def one(rank_name):
+            rank, name = rank_name
+            s = self.session(name)
+            # one rank per GPU; one gloo rank on a CPU-only host
+            nproc = [] if self.fleet.facts(name)["nvidia"].get("gpus") else ["--nprocs", "1"]
+            ifenv = {"GLOO_SOCKET_IFNAME": s.host.data_iface, "NCCL_SOCKET_IFNAME": s.host.data_iface}
+            return s.probe_result(
+                "allreduce", "--min-bytes", lo, "--max-bytes", hi, "--nnodes", str(len(names)),
+                "--node-rank", str(rank), "--master-addr", master, "--master-port", port,
+                "--timeout", str(timeout), *nproc, timeout=timeout + 30, env={**ifenv, **env})
+
+        first, killed = None, set()
+        with ThreadPoolExecutor(max_workers=len(names)) as pool:
+            futures = {pool.submit(one, rn): rn[1] for rn in enumerate(names)}
+            for fut in as_completed(futures):
+                name = futures[fut]
+                try:
+                    r = fut.result()
+                    outcome[name] = r
+                    failed = not r.ok
+                except (HostUnreachable, ProbeError) as exc:
+                    outcome[name], failed = exc, True
+                if failed and first is None:  # don't let the survivors wait out their timeout
+                    first = name
+                    for other in names:
+                        try:
+                            if other not in outcome and self.session(other).kill_probes():
+                                killed.add(other)
+                        except HostUnreachable:
+                            pass
+        self._collective[key] = result = summarise(outcome, names, first, killed)
+        return result
+
+
+def summarise(outcome: dict, names: list[str], first: str | None = None,
+              killed: set | None = None) -> dict:
+    """One document for the collective; on failure, name the hosts that caused it:
+    unreachable hosts, hosts whose probe never started, hosts whose ranks died of a signal
+    we did not send; else, after a timeout, the hosts still running when the others gave
+    up (a hang), or the first host that failed."""
+    killed = killed or set()
+    states, doc, culprits = {}, None, []
+    for name in names:
+        r = outcome[name]
+        if isinstance(r, (HostUnreachable, ProbeError)):
+            states[name] = f"unreachable: {r.cause}" if isinstance(r, HostUnreachable) else str(r)
+            culprits.append(name)
+            continue
+        joined = "signoff-event joined" in r.stderr
+        if r.ok:
+            doc = doc or parse_probe_output(name, "allreduce", r)
+            states[name] = "ok"
+        elif "signoff-event started" not in r.stderr:
+            states[name] = f"the probe never started (exit {r.rc}): {r.stderr.strip()[-200:]}"
+            culprits.append(name)
+        elif r.timed_out:
+            how = "stopped by signoff after a peer failed" if name in killed else "killed"
+            states[name] = f"{'joined' if joined else 'never joined the rendezvous'}; {how}"
+            if name not in killed:
+                culprits.append(name)
+        else:
+            tail = [ln for ln in r.stderr.strip().splitlines()
+                    if ln and not ln.startswith("signoff-event")][-1:]
+            last = re.sub(r"\s+", " ", tail[0])[:200] if tail else f"exit {r.rc}"
+            states[name] = (f"exit {r.rc} after joining: {last}" if joined
+                            else f"exit {r.rc} before joining: {last}")
+    if doc and all(v == "ok" for v in states.values()):
+        return {"ok": True, "doc": doc, "states": states}
+    if not culprits and first:
+        timed_out = re.search(r"time[ds]? ?out", states.get(first, ""), re.I)
+        culprits = sorted(killed) if timed_out and killed else [first]
+    return {"ok": False, "states": states, "culprits": culprits}
