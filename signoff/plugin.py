@@ -334,6 +334,7 @@ class Recorder:
         doc = self.state.results.doc
         prefix.extend([report.verdict_block(doc["verdict"] or "INCOMPLETE", doc["meta"]),
                        report.summary_table(doc["results"]),
+                       report.network_section(doc["results"]),
                        report.versions_matrix(doc["hosts"]),
                        report.profile_block(self.state.profile)])
 
