@@ -1,0 +1,202 @@
+"""Sustained load (soak): bf16 GEMM on every GPU of every host at once for the profile's
+soak.duration, NVML sampled every interval; samples stream into results.json as they come.
+The rules are in signoff/soak.py and docs/soak.md."""
+
+from __future__ import annotations
+
+import contextlib
+from html import escape
+from pathlib import Path
+
+import pytest
+
+from signoff import InputError, soak, soakplots
+from signoff.check import not_applicable
+from signoff.fleet import ProbeError
+from signoff.plugin import STATE, HostView
+from signoff.soakrun import SoakRunner
+
+# Under xdist, keep every soak test on one worker (--dist loadgroup): one soak per host.
+pytestmark = pytest.mark.xdist_group("soak")
+
+
+def _soak_hosts(session) -> list[str]:
+    """The hosts that have a soak test in this run (-k may select a few)."""
+    here = Path(__file__).resolve()
+    names = []
+    for item in session.items:
+        spec = getattr(item, "callspec", None)
+        if Path(item.path).resolve() == here and spec and "host" in spec.params:
+            if spec.params["host"] not in names:
+                names.append(spec.params["host"])
+    return names
+
+
+def _say(config):
+    """Progress lines on the terminal while the tests wait (capture suspended for them)."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.get_plugin("capturemanager")
+
+    def say(line: str) -> None:
+        if tr is None:
+            return
+        ctx = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
+        with ctx:
+            tr.write_line(line)
+    return say
+
+
+@pytest.fixture(scope="session")
+def soak_run(request, fleet, profile):
+    """Every soaked host's soak, all started at the first soak test, in parallel."""
+    config = request.config
+    if hasattr(config, "workerinput") and config.getoption("dist", "no") != "loadgroup":
+        raise InputError("soak under pytest-xdist needs --dist loadgroup (one soak per host)")
+    try:
+        plan = soak.plan(profile.soak, config.getoption("soak_duration"))
+    except ValueError as exc:
+        raise InputError(f"profile {profile.name} soak.{exc}") from None
+    state = config.stash[STATE]
+    runner = SoakRunner(fleet, plan, state.report_dir, state.results,
+                        startup_s=config.getoption("probe_timeout"))
+    runner.say = _say(config)
+    facts = fleet.all_facts()
+    runner.start([n for n in _soak_hosts(request.session)
+                  if isinstance(facts.get(n), dict) and HostView(n, facts[n], None).gpus])
+    if plan["notes"]:
+        runner.say("soak: " + "; ".join(plan["notes"]))
+    if runner.hosts:
+        runner.say(f"soak: {soak.human_duration(plan['duration'])} of bf16 GEMM on "
+                   f"{', '.join(runner.hosts)} (NVML sampled every {plan['interval']:g} s)")
+    yield runner
+    runner.close()
+
+
+def soaked(host, soak_run):
+    if host.name not in soak_run.hosts:
+        raise ProbeError(f"{host}: no soak was started on this host")
+    every = max(10.0, min(60.0, soak_run.plan["duration"] / 20))
+    hs = soak_run.wait(host.name, progress=soak_run.say, every=every)
+    if hs.error:
+        raise ProbeError(f"{host}: soak probe: {hs.error}")
+    if hs.series is None or len(hs.series) < 2:
+        raise ProbeError(f"{host}: the soak probe sent no samples")
+    return hs
+
+
+def _judge(fn, host, *args, **kw) -> soak.Verdict:
+    try:
+        return fn(*args, **kw)
+    except soak.Unjudgeable as exc:
+        raise ProbeError(f"{host}: {exc}") from None
+
+
+def _details(hs, v: soak.Verdict, plan: dict) -> dict:
+    return {**v.details, "notes": v.notes, "duration_s": plan["duration"], "samples": len(hs.series),
+            "interval_s": plan["interval"], "samples_file": f"soak/{hs.name}.jsonl"}
+
+
+def _expected(t, what: str) -> str:
+    return f"{what} {t.expected}"
+
+
+def test_soak_gpu_temp(host, gpus, profile, soak_run, check, attach):
+    hs = soaked(host, soak_run)
+    t = profile.threshold("soak_gpu_temp")
+    hold = soak.effective_hold(hs.series, soak.parse_duration(t.extra.get("hold", "30s")))
+    plan = soak_run.plan
+    mem = profile.criteria.get("soak_mem_temp")
+    gemm_min = profile.criteria.get("soak_gemm_tflops")
+    attach("png", soakplots.timeseries(host.name, hs.series, hs.header["gpus"],
+                                       {"temp": t.value, "mem_temp": mem.value if mem else None,
+                                        "tflops": gemm_min.value if gemm_min else None},
+                                       plan["warmup"]), "soak time series")
+    attach("html", soakplots.table(soak.summary(hs.series, plan["warmup"], hold), plan["interval"]),
+           "soak maxima and medians")
+    v = _judge(soak.judge_temperature, host, hs.series, "temp", t.value, hold)
+    check.require(v.failures, v.measured,
+                  _expected(t, f"sustained GPU temperature (held {hold:g} s) on every GPU"),
+                  t.source, cause="cooling: airflow, fans, inlet temperature or a cold plate",
+                  details=_details(hs, v, plan))
+
+
+def test_soak_mem_temp(host, gpus, profile, soak_run, check):
+    hs = soaked(host, soak_run)
+    t = profile.threshold("soak_mem_temp")
+    hold = soak.effective_hold(hs.series, soak.parse_duration(t.extra.get("hold", "30s")))
+    why = ((hs.doc or {}).get("nvml_unreadable") or {}).get("mem_temp", "")
+    not_supported = "NotSupported" in why or "Not Supported" in why
+    v = _judge(soak.judge_temperature, host, hs.series, "mem_temp", t.value, hold, na_ok=not_supported)
+    if v.measured is None:
+        not_applicable(f"{host}: NVML has no memory temperature sensor on {gpus[0]['name']} ({why})")
+    check.require(v.failures, v.measured,
+                  _expected(t, f"sustained memory temperature (held {hold:g} s) on every GPU"),
+                  t.source, cause="HBM cooling: airflow over the memory stacks or a cold plate",
+                  details=_details(hs, v, soak_run.plan))
+
+
+def _notes(attach, v: soak.Verdict, title: str) -> None:
+    if v.notes:
+        attach("html", "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in v.notes) + "</ul>", title)
+
+
+def test_soak_throttle(host, gpus, profile, soak_run, check, attach):
+    hs = soaked(host, soak_run)
+    t = profile.threshold("soak_throttle")
+    fail = tuple(t.extra.get("reasons") or soak.FAIL_REASONS)
+    v = _judge(soak.judge_throttle, host, hs.series, fail)
+    _notes(attach, v, "clock-event reasons reported, not failed")
+    bad = v.failures if not t.ok(v.measured) else []
+    causes = sorted({soak.REASON_CAUSE.get(n, n) for r in v.details["gpus"] for n in r["failing"]})
+    check.require(bad, v.measured, f"samples with {', '.join(fail)} {t.expected}", t.source,
+                  cause="; ".join(causes), details=_details(hs, v, soak_run.plan))
+
+
+def test_soak_clock_stability(host, gpus, profile, soak_run, check):
+    hs = soaked(host, soak_run)
+    t = profile.threshold("soak_clock_stability")
+    corr = float(t.extra.get("correlation", -0.5))
+    plan = soak_run.plan
+    v = _judge(soak.judge_clock, host, hs.series, plan["warmup"], t.value, corr)
+    check.require(v.failures, v.measured,
+                  f"after the {plan['warmup']:g} s warm-up, no GPU whose SM clock falls as its "
+                  f"temperature rises (r <= {corr:g}) by more than {t.value:g} %", t.source,
+                  cause="clocks traded for temperature: cooling that cannot hold the load "
+                        "(the mirrored temperature/clock curves)",
+                  details=_details(hs, v, plan))
+
+
+def test_soak_gemm_tflops(host, gpus, profile, soak_run, check):
+    t = profile.criteria.get("soak_gemm_tflops")
+    if t is None:
+        not_applicable(f"profile {profile.name} has no measured GEMM rate for its class: "
+                       f"only stragglers are judged (soak_gemm_straggler)")
+    hs = soaked(host, soak_run)
+    plan = soak_run.plan
+    v = _judge(soak.judge_gemm, host, hs.series, plan["warmup"], t.value)
+    check.require(v.failures, v.measured,
+                  _expected(t, f"bf16 GEMM rate per GPU (mean after the {plan['warmup']:g} s warm-up)"),
+                  t.source, cause="clocks held down (see soak_throttle and the SM clock plot) or a "
+                                  "degraded GPU", details=_details(hs, v, plan))
+
+
+def test_soak_gemm_straggler(host, gpus, profile, soak_run, check):
+    t = profile.threshold("soak_gemm_straggler")
+    if len(gpus) < 2:
+        not_applicable(f"{host} has one GPU: no other GPU to compare it with")
+    hs = soaked(host, soak_run)
+    plan = soak_run.plan
+    v = _judge(soak.judge_straggler, host, hs.series, plan["warmup"], t.value)
+    check.require(v.failures, v.measured,
+                  _expected(t, "every GPU's GEMM rate relative to the host's median GPU"), t.source,
+                  cause="a throttled, power-capped or degraded GPU", details=_details(hs, v, plan))
+
+
+def test_soak_errors(host, gpus, profile, soak_run, check, attach):
+    hs = soaked(host, soak_run)
+    t = profile.threshold("soak_errors")
+    v = _judge(soak.judge_errors, host, hs.series, hs.doc or {})
+    _notes(attach, v, "noted, not failed")
+    bad = v.failures if not t.ok(v.measured) else []
+    check.require(bad, v.measured, f"new errors under load {t.expected}", t.source,
+                  cause="failing HBM, GPU or its power/PCIe path", details=_details(hs, v, soak_run.plan))

@@ -1,0 +1,224 @@
+"""The soak's streaming path for real: lines reach the controller while the probe still runs
+(LocalTransport and SSH to lab hosts), every host soaks at once, results.json holds samples
+before the probe ends and keeps them when the run is cut short; and the GPU-less host's
+verdict under a GPU profile and under `local`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import yaml
+from lab import SSHD, Lab
+from test_lab_acceptance import accept, by_key
+
+from signoff import inventory
+from signoff.fleet import Fleet
+from signoff.inventory import LOCAL, Host
+from signoff.results import Results
+from signoff.soakrun import SoakRunner
+from signoff.transport import LocalTransport
+
+# Stands in for signoff/probes/soak.py: the same line protocol, no GPU. SOAK_MARK names its
+# processes so that a test can tell whether one survived.
+FAKE_PROBE = textwrap.dedent("""\
+    import json, sys, time
+    args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+    n, dt = int(float(args["--duration"]) / float(args["--interval"])), float(args["--interval"])
+    def out(d):
+        print(json.dumps(d), flush=True)
+    out({"type": "header", "gpus": [{"index": 0, "name": "FAKE"}, {"index": 1, "name": "FAKE"}]})
+    for k in range(n + 1):
+        out({"type": "sample", "t": k * dt, "temp": [40 + k, 41 + k], "mem_temp": [35, 36],
+             "power": [690.0, 688.5], "sm_clock": [1755, 1740], "reasons": [4, 4],
+             "util": [100, 100], "tflops": [700.0, 698.0], "ecc_corr": [0, 0], "ecc_unc": [0, 0]})
+        if k == 2:
+            out({"type": "event", "event": "xid", "t": k * dt, "gpu": 1, "xid": 79, "source": "nvml"})
+        time.sleep(dt)
+    out({"probe": "soak", "samples": n + 1, "xid": [], "xid_readable": True, "gpu_errors": {}})
+""")
+
+
+@pytest.fixture
+def fake_probe(tmp_path, monkeypatch):
+    d = tmp_path / "probes"
+    d.mkdir()
+    (d / "soak.py").write_text(FAKE_PROBE)
+    monkeypatch.setattr("signoff.fleet.PROBE_DIR", d)
+    return d
+
+
+def plan(duration, interval):
+    """Shorter than a real soak may be (soak.plan's limits): the runner does not care."""
+    return {"duration": duration, "warmup": 0.0, "interval": interval, "matrix": 64, "notes": []}
+
+
+def live(path):
+    return json.loads(path.read_text()).get("soak", {})
+
+
+# ------------------------------------------------ transport
+
+def test_local_stream_hands_over_each_line_as_it_is_printed():
+    t = LocalTransport(Host(name="ctl", address=LOCAL))
+    got = []
+    start = time.monotonic()
+    r = t.run_stream("for i in 1 2 3; do echo line$i; sleep 0.4; done; echo err >&2; exit 3", 10,
+                     lambda line: got.append((line, time.monotonic() - start)))
+    took = time.monotonic() - start
+    assert [g[0] for g in got] == ["line1", "line2", "line3"]
+    assert got[0][1] < 0.35 and took > 1.1  # the first line came while the command still ran
+    assert (r.rc, r.stdout, r.stderr) == (3, "line1\nline2\nline3\n", "err\n")
+
+
+def test_local_stream_overrun_is_killed_and_keeps_only_the_tail():
+    t = LocalTransport(Host(name="ctl", address=LOCAL))
+    got = []
+    start = time.monotonic()
+    r = t.run_stream("seq 1 5000; sleep 30", 1, got.append)
+    assert r.timed_out and time.monotonic() - start < 5
+    assert len(got) == 5000 and r.stdout.splitlines()[-1] == "5000"
+    assert len(r.stdout.splitlines()) == 200  # a 24 h stream costs no memory
+
+
+# ------------------------------------------------ runner, local host
+
+def test_results_json_gets_samples_before_the_probe_ends(fake_probe, tmp_path):
+    fleet = Fleet(inventory.local_inventory())
+    res = Results(tmp_path / "results.json", {})
+    runner = SoakRunner(fleet, plan(2, 0.1), tmp_path, res, flush_s=0.2)
+    try:
+        runner.start(["localhost"])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and live(tmp_path / "results.json").get(
+                "localhost", {}).get("samples", 0) < 3:
+            time.sleep(0.1)
+        mid = live(tmp_path / "results.json")["localhost"]
+        assert mid["state"] == "running" and mid["samples"] >= 3, mid
+        assert mid["series"][0]["temp"] == [40, 41] and mid["file"] == "soak/localhost.jsonl"
+        assert not runner._futures["localhost"].done()  # the probe is still going
+        hs = runner.wait("localhost")
+    finally:
+        runner.close()
+        fleet.close()
+    assert hs.state == "done" and hs.doc["samples"] == 21 and len(hs.series) == 21
+    assert hs.events[0]["xid"] == 79
+    end = live(tmp_path / "results.json")["localhost"]
+    assert end["state"] == "done" and end["samples"] == 21 and end["max"]["temp"] == [60, 61]
+    lines = (tmp_path / "soak" / "localhost.jsonl").read_text().splitlines()
+    assert len(lines) == 1 + 21 + 1 + 1  # header, samples, event, result
+    assert json.loads(lines[-1])["type"] == "result"
+
+
+def test_long_soaks_keep_every_nth_sample_in_results_json(fake_probe, tmp_path):
+    fleet = Fleet(inventory.local_inventory())
+    res = Results(tmp_path / "results.json", {})
+    runner = SoakRunner(fleet, plan(1, 0.002), tmp_path, res, flush_s=0.5, keep=50)
+    try:
+        runner.start(["localhost"])
+        hs = runner.wait("localhost")
+    finally:
+        runner.close()
+        fleet.close()
+    end = live(tmp_path / "results.json")["localhost"]
+    assert len(hs.series) == 501  # all of them for the judgement
+    assert 50 <= len(end["series"]) <= 100 and end["every_nth_sample_kept"] == 8
+    assert [s["t"] for s in end["series"][:2]] == [0.0, 0.016]
+
+
+# ------------------------------------------------ runner, SSH lab: all hosts at once, interrupted
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if os.geteuid() != 0 or not os.path.exists(SSHD):
+        pytest.skip("lab needs root and sshd")
+    with Lab(tmp_path_factory.mktemp("soaklab"), n_hosts=2) as lab:
+        yield lab
+
+
+@pytest.mark.lab
+def test_every_host_soaks_at_once_and_an_interrupted_soak_keeps_its_samples(lab, fake_probe,
+                                                                           tmp_path):
+    inv = inventory.load(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable))
+    fleet = Fleet(inv)
+    res = Results(tmp_path / "results.json", {})
+    runner = SoakRunner(fleet, plan(60, 0.1), tmp_path, res, flush_s=0.1)
+    runner.start(["lab1", "lab2"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(
+            h.get("samples", 0) >= 3 for h in live(tmp_path / "results.json").values()):
+        time.sleep(0.1)
+    both = live(tmp_path / "results.json")
+    assert {n: h["state"] for n, h in both.items()} == {"lab1": "running", "lab2": "running"}
+    wd = {n: s.workdir for n, s in fleet.sessions.items()}
+    # what Ctrl-C does: the runner gives up, the fleet's cleanup kills the probes on the hosts
+    runner.close()
+    fleet.close()
+    end = live(tmp_path / "results.json")
+    for name in ("lab1", "lab2"):
+        assert end[name]["samples"] >= 3 and end[name]["state"] in ("interrupted", "error")
+        assert len((tmp_path / "soak" / f"{name}.jsonl").read_text().splitlines()) >= 4
+    left = subprocess.run(["pgrep", "-f", "soak.py --duration 60"], capture_output=True, text=True)
+    mine = [p for p in left.stdout.split() if any(_cwd(p).startswith(w) for w in wd.values())]
+    assert mine == [], "soak probes survived the cleanup"
+
+
+def _cwd(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
+@pytest.mark.lab
+def test_ssh_stream_arrives_line_by_line(lab, tmp_path):
+    inv = inventory.load(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable))
+    fleet = Fleet(inv)
+    got = []
+    start = time.monotonic()
+    try:
+        r = fleet.sessions["lab1"].t.run_stream(
+            "for i in 1 2 3; do echo l$i; sleep 0.5; done", 10,
+            lambda line: got.append((line, time.monotonic() - start)))
+    finally:
+        fleet.close()
+    assert [g[0] for g in got] == ["l1", "l2", "l3"] and r.rc == 0
+    assert got[1][1] - got[0][1] > 0.3  # not delivered in one piece at the end
+
+
+# ------------------------------------------------ GPU-less host: the verdict depends on the profile
+
+@pytest.fixture
+def local_inv(tmp_path):
+    p = tmp_path / "inv.yaml"
+    p.write_text(yaml.safe_dump({"hosts": [{"name": "ctl", "address": "local",
+                                            "python": sys.executable}]}))
+    return p
+
+
+CRITERIA = ("soak_gpu_temp", "soak_mem_temp", "soak_throttle", "soak_clock_stability",
+            "soak_gemm_tflops", "soak_gemm_straggler", "soak_errors")
+
+
+def test_gpu_less_host_fails_every_soak_check_under_a_gpu_profile(local_inv, tmp_path):
+    rc, res, out = accept(tmp_path, "-k", "test_soak", "--inventory", str(local_inv),
+                          "--profile", "h200-4x-nvlink", timeout=120)
+    assert rc == 1, out
+    r = by_key(res)
+    for c in CRITERIA:
+        assert r[(c, "ctl")]["status"] == "FAIL", r[(c, "ctl")]
+        assert r[(c, "ctl")]["message"].startswith("ctl: no NVIDIA GPU")
+    assert res["verdict"] == "FAIL" and "soak" not in res  # nothing was soaked
+
+
+def test_gpu_less_host_is_not_applicable_under_local(local_inv, tmp_path):
+    rc, res, out = accept(tmp_path, "-k", "test_soak", "--inventory", str(local_inv),
+                          "--profile", "local", timeout=120)
+    r = by_key(res)
+    assert {r[(c, "ctl")]["status"] for c in CRITERIA} == {"N.A."}, out
+    assert res["verdict"] == "INCOMPLETE" and rc != 0  # N.A. alone is never a pass
