@@ -72,7 +72,7 @@ def test_local_stream_hands_over_each_line_as_it_is_printed():
                      lambda line: got.append((line, time.monotonic() - start)))
     took = time.monotonic() - start
     assert [g[0] for g in got] == ["line1", "line2", "line3"]
-    assert got[0][1] < 0.35 and took > 1.1  # the first line came while the command still ran
+    assert took - got[0][1] > 0.6  # the first line came while the command still ran
     assert (r.rc, r.stdout, r.stderr) == (3, "line1\nline2\nline3\n", "err\n")
 
 
@@ -91,7 +91,7 @@ def test_local_stream_overrun_is_killed_and_keeps_only_the_tail():
 def test_results_json_gets_samples_before_the_probe_ends(fake_probe, tmp_path):
     fleet = Fleet(inventory.local_inventory())
     res = Results(tmp_path / "results.json", {})
-    runner = SoakRunner(fleet, plan(2, 0.1), tmp_path, res, flush_s=0.2)
+    runner = SoakRunner(fleet, plan(3, 0.15), tmp_path, res, flush_s=0.2)
     try:
         runner.start(["localhost"])
         deadline = time.monotonic() + 20
