@@ -25,7 +25,8 @@ WORKLOADS = {"storage_read_seq": "seq", "storage_read_small": "small"}
 KNOBS = {
     "storage_read_seq": {"size": "8G", "bs": "1M", "jobs": 4, "iodepth": 32, "runtime": 10},
     "storage_read_small": {"files": 4096, "file_size": "128K", "bs": "1M", "jobs": 8, "runtime": 10},
-    "storage_read_aggregate": {"runtime": 15, "per": "cluster"},
+    # node_min: GB/s every host must get while all read (none: not judged per host)
+    "storage_read_aggregate": {"runtime": 15, "per": "cluster", "node_min": None},
 }
 PER = ("cluster", "node", "gpu")
 MIN_OVERLAP = 0.5  # the hosts' reads must overlap for at least half of a host's read time
@@ -47,6 +48,9 @@ def check_extra(name: str, extra: dict, where: str) -> None:
                 raise InputError(f"{w}: expected a positive integer, got {val!r}")
         elif key == "per" and val not in PER:
             raise InputError(f"{w}: expected one of {', '.join(PER)}, got {val!r}")
+        elif key == "node_min" and (isinstance(val, bool) or not isinstance(val, (int, float))
+                                    or val < 0):
+            raise InputError(f"{w}: expected a number of GB/s every host must read, got {val!r}")
     k = {**KNOBS.get(name, {}), **extra}
     if name == "storage_read_small":
         fs, bs = parse_size(k["file_size"]), parse_size(k["bs"])
@@ -280,7 +284,12 @@ class StorageRun:
         """Every host checks its path (and, writing, its free space) and makes its run dir."""
         with self._lock:
             if self._claims is None:
-                need = sum(self._bytes(w) for w in ("seq", "small"))
+                need = 0
+                for w in ("seq", "small"):
+                    try:
+                        need += self._bytes(w)
+                    except InputError:  # the profile does not ask for this workload
+                        pass
 
                 def claim(n):
                     if not self.target(n).readonly:

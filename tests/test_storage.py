@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff import InputError, profiles, storage
+from signoff import InputError, inventory, profiles, storage
 from signoff.profiles import Threshold
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +83,7 @@ def test_aggregate_minimum_scales_per_node_or_gpu():
     ("storage_read_seq: {min: 1, unit: GB/s, source: s, jobs: 0}", "positive integer"),
     ("storage_read_small: {min: 1, unit: GB/s, source: s, file_size: 1536K}", "not a multiple"),
     ("storage_read_aggregate: {min: 1, unit: GB/s, source: s, per: rack}", "node"),
+    ("storage_read_aggregate: {min: 1, unit: GB/s, source: s, node_min: fast}", "every host"),
     ("storage_read_seq: {min: 1, unit: GB/s, source: s, depth: 3}", "unknown key"),
 ])
 def test_bad_storage_knobs_fail_at_load(tmp_path, knob, msg):
@@ -100,6 +101,31 @@ def test_shipped_storage_thresholds_cite_their_source():
             assert t.unit == "GB/s" and ("RA-11333" in t.source or "sizing rule" in t.source
                                          or "docs/measurements.md" in t.source), t
     assert profiles.load("h200-8x-nvlink").threshold("storage_read_seq").value == 4
+
+
+def test_path_comes_from_the_option_then_the_inventory_then_the_temp_dir(tmp_path):
+    from types import SimpleNamespace
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("defaults: {storage_path: /mnt/datasets}\nhosts:\n"
+                   "  - {name: a, storage_readonly: true}\n  - {name: b, storage_path: /scratch}\n"
+                   "  - {name: c, storage_path: null}\n")
+    hosts = inventory.load(inv).hosts
+    fleet = SimpleNamespace(names=[h.name for h in hosts], probe_timeout=1,
+                            sessions={h.name: SimpleNamespace(host=h) for h in hosts})
+    prof = profiles.load("local")
+    run = storage.StorageRun(fleet, prof, None, False)
+    assert [run.target(n) for n in "abc"] == [storage.Target("/mnt/datasets", True),
+                                             storage.Target("/scratch", False),
+                                             storage.Target("@tmp", False)]
+    run = storage.StorageRun(fleet, prof, "/data", True)
+    assert {run.target(n) for n in "abc"} == {storage.Target("/data", True)}
+    assert run.runid != storage.StorageRun(fleet, prof, None, False).runid
+    for bad, msg in [("storage_path: data", "expected an absolute directory"),
+                     ("storage_readonly: yes please", "expected true or false")]:
+        inv.write_text(f"hosts:\n  - {{name: a, {bad}}}\n")
+        with pytest.raises(InputError, match=msg):
+            inventory.load(inv)
 
 
 def test_min_free_option_is_checked():
@@ -250,7 +276,7 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
         f"  {c}: {{min: 10000, unit: GB/s, source: 'test: beyond any disk'{k}}}\n" for c, k in [
             ("storage_read_seq", ", size: 64M, jobs: 2, iodepth: 4, runtime: 1"),
             ("storage_read_small", ", files: 256, file_size: 64K, jobs: 2, runtime: 1"),
-            ("storage_read_aggregate", ", runtime: 1")]))
+            ("storage_read_aggregate", ", runtime: 1, node_min: 5000")]))
     data = tmp_path / "data"
     data.mkdir()
     rc, res, out = accept(tmp_path, "-k", "storage", "--profile", str(prof), "--storage-path",
@@ -271,7 +297,9 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
     agg = r["storage_read_aggregate"]
     assert agg["status"] == "FAIL" and agg["message"].startswith(
         "all hosts: aggregate read of 1 host at once over ")
-    assert f"= {agg['measured']} GB/s, expected >= 10000 GB/s" in agg["message"]
+    assert f"= {agg['measured']} GB/s, expected >= 10000 GB/s and every host >= 5000 GB/s (fast, " \
+        "source: test: beyond any disk); below the per-host minimum: localhost read " in agg["message"]
+    assert agg["expected"] == ">= 10000 GB/s and every host >= 5000 GB/s"
     assert marked(data) == []
     html = (tmp_path / "report" / "report.html").read_text()
     assert "sequential read" in html and "pread, 2 processes x 4 threads" in html

@@ -489,6 +489,7 @@ def builtin_read(files, a, direct, drop_behind):
     def work(i, j, d, errors):
         buf = mmap.mmap(-1, bs)
         mv = memoryview(buf)
+        views = {}  # request length -> a view of the buffer (small files: one length)
         try:
             while True:
                 for path, size in per_job[j]:
@@ -502,7 +503,10 @@ def builtin_read(files, a, direct, drop_behind):
                             want = min(bs, size - off)
                             if direct:
                                 want = (want + 4095) // 4096 * 4096
-                            n = os.preadv(fd, [mv[:want]], off)
+                            v = views.get(want)
+                            if v is None:
+                                v = views[want] = [mv[:want]]
+                            n = os.preadv(fd, v, off)
                             counts[i] += n
                             if drop_behind:
                                 os.posix_fadvise(fd, off, n, os.POSIX_FADV_DONTNEED)
@@ -515,6 +519,8 @@ def builtin_read(files, a, direct, drop_behind):
             errors.append("%s: %s" % (exc.filename or "read", exc.strerror))
         finally:
             ends[i] = time.time()
+            for v in views.values():
+                v[0].release()
             mv.release()
             buf.close()
 
