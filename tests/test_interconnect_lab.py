@@ -35,7 +35,8 @@ def inv(lab, tmp_path):
 
 
 def test_gloo_allreduce_passes_over_ssh(inv, tmp_path):
-    rc, res, out = accept(tmp_path, "-k", "allreduce or nccl", "--inventory", str(inv),
+    rc, res, out = accept(tmp_path, "acceptance/test_interconnect.py", "-k", "allreduce or nccl",
+                          "--inventory", str(inv),
                           "--profile", "local")
     assert rc == 0, out
     r = by_key(res)
