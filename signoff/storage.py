@@ -143,7 +143,7 @@ def describe(doc: dict) -> str:
 
 
 def storage_kind(fs: dict) -> str:
-    disk = " (rotational disk: HDD)" if fs.get("rotational") else \
+    disk = " (the kernel reports it rotational: HDD)" if fs.get("rotational") else \
         (" (non-rotational: flash)" if fs.get("rotational") is False else "")
     dev = f" on {fs['device']}" if fs.get("device") else ""
     return f"{fs.get('fstype', '?')} from {fs.get('source', '?')}{dev}{disk}"
@@ -155,7 +155,7 @@ def cause(doc: dict, workload: str) -> str:
     if fs.get("network"):
         why = "a shared filesystem: the storage servers or this node's storage network limit it"
     elif fs.get("rotational"):
-        why = "a spinning disk, not flash"
+        why = "a spinning disk, not flash (a virtual disk may only claim to be one)"
     else:
         why = "a slower disk or volume class than the profile's, a degraded RAID, or a throttled " \
               "cloud volume"
