@@ -71,13 +71,7 @@ class HostSession:
                      env: dict | None = None) -> dict:
         """Like probe(), and on_line(line) gets each stdout line as the probe prints it (a
         soak's samples); the last line is the probe's JSON document, as for every probe."""
-        wd = self._ensure_workdir()
-        env = {**self.host.env, **(env or {})}
-        envs = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
-        # the same wrapper as probe(): the pid file lets cleanup kill the probe's group
-        cmd = (f"cd {shlex.quote(wd)} && touch .pid.$$ && env {envs} "
-               f"{shlex.quote(self.host.python)} {name}.py {' '.join(map(shlex.quote, args))}"
-               f"; rc=$?; rm -f .pid.$$; exit $rc")
+        cmd = self._command(name, args, env)
         return parse_probe_output(self.host.name, name, self.t.run_stream(cmd, timeout, on_line))
 
     def _ensure_workdir(self) -> str:
@@ -98,16 +92,18 @@ class HostSession:
 
     def probe_result(self, name: str, *args: str, timeout: float = 120, env: dict | None = None):
         """Like probe(), but the raw CommandResult (exit code, stdout, stderr)."""
+        return self.t.run(self._command(name, args, env), timeout)
+
+    def _command(self, name: str, args, env: dict | None) -> str:
         wd = self._ensure_workdir()
         env = {**self.host.env, **(env or {})}
         envs = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
         # The pid is recorded so that cleanup can kill the probe's process group even when
         # the controller is interrupted before the host-side timeout fires.
         # The pid file goes when the probe ends, so a reused pid is never killed.
-        cmd = (f"cd {shlex.quote(wd)} && touch .pid.$$ && env {envs} "
-               f"{shlex.quote(self.host.python)} {name}.py {' '.join(map(shlex.quote, args))}"
-               f"; rc=$?; rm -f .pid.$$; exit $rc")
-        return self.t.run(cmd, timeout)
+        return (f"cd {shlex.quote(wd)} && touch .pid.$$ && env {envs} "
+                f"{shlex.quote(self.host.python)} {name}.py {' '.join(map(shlex.quote, args))}"
+                f"; rc=$?; rm -f .pid.$$; exit $rc")
 
     def kill_probes(self) -> bool:
         """Kill every probe of this run still running on the host (e.g. the surviving ranks

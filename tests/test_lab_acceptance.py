@@ -11,14 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from lab import SSHD, Lab
+from lab import Lab
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(os.geteuid() != 0, reason="lab needs root (network namespaces, sshd)"),
-    pytest.mark.skipif(not os.path.exists(SSHD), reason=f"{SSHD} missing: install openssh-server"),
-]
+pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 OTHER_PYTHON = "/usr/bin/python3"  # Debian's: another Python, no torch
 
 
@@ -129,11 +125,7 @@ def test_unknown_host_key_rejected_unless_accepted(lab, tmp_path):
 
 def test_hung_probe_is_killed_on_its_host_and_others_run(lab, tmp_path):
     marker = f"signoff-hang-{os.getpid()}"
-    slow = tmp_path / "slowpython"
-    slow.write_text(f"#!/bin/bash\nexec -a {marker} sleep 600\n")
-    slow.chmod(0o755)
-    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
-                                    overrides={"lab2": {"python": str(slow)}}), ["lab1", "lab2"])
+    inv = hung_lab2(lab, tmp_path, marker)
     rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "local",
                           "--probe-timeout", "3")
     r = by_key(res)
@@ -142,6 +134,15 @@ def test_hung_probe_is_killed_on_its_host_and_others_run(lab, tmp_path):
     assert hung["status"] == "ERROR" and "overran its 3 s timeout" in hung["message"]
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
     assert left == "", f"hung probe still running on the host: {left}"
+
+
+def hung_lab2(lab, tmp_path, marker: str) -> Path:
+    """An inventory of lab1 and lab2, where lab2's Python hangs (a process named `marker`)."""
+    slow = tmp_path / "slowpython"
+    slow.write_text(f"#!/bin/bash\nexec -a {marker} sleep 600\n")
+    slow.chmod(0o755)
+    return _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
+                                     overrides={"lab2": {"python": str(slow)}}), ["lab1", "lab2"])
 
 
 def _only(inv: Path, names: list[str]) -> Path:
@@ -157,11 +158,7 @@ def _only(inv: Path, names: list[str]) -> Path:
 
 def test_interrupted_run_keeps_results_and_leaves_nothing(lab, tmp_path):
     marker = f"signoff-intr-{os.getpid()}"
-    slow = tmp_path / "slowpython"
-    slow.write_text(f"#!/bin/bash\nexec -a {marker} sleep 600\n")
-    slow.chmod(0o755)
-    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
-                                    overrides={"lab2": {"python": str(slow)}}), ["lab1", "lab2"])
+    inv = hung_lab2(lab, tmp_path, marker)
     rd = tmp_path / "report"
     p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/", "--report-dir", str(rd),
                           "-p", "no:cacheprovider", "--inventory", str(inv), "--profile", "local",

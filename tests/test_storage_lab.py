@@ -12,15 +12,11 @@ import sys
 import time
 
 import pytest
-from lab import SSHD, Lab
+from lab import Lab
 from test_lab_acceptance import ROOT, _only, accept, by_key
 from test_storage import marked, snapshot
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(os.geteuid() != 0, reason="lab needs root (network namespaces, sshd, mount)"),
-    pytest.mark.skipif(not os.path.exists(SSHD), reason=f"{SSHD} missing: install openssh-server"),
-]
+pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 
 
 @pytest.fixture(scope="module")
