@@ -179,3 +179,23 @@ def test_interrupted_run_keeps_results_and_leaves_nothing(lab, tmp_path):
     assert not os.path.exists(res["hosts"]["lab1"]["workdir"]), "temp dir left behind"
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
     assert left == "", f"probe still running on the host after Ctrl-C: {left}"
+
+
+def test_ssh_config_alias_and_hostlist(lab, tmp_path):
+    """--hosts with a Slurm range resolves through ~/.ssh/config (HostName, User, IdentityFile,
+    UserKnownHostsFile), as ssh would."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text("".join(
+        f"Host node0{i}\n  HostName {h.address}\n  User root\n  IdentityFile {lab.user_key}\n"
+        f"  UserKnownHostsFile {lab.known_hosts}\n" for i, h in enumerate(lab.hosts[:2], 1)))
+    rd = tmp_path / "report"
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--hosts",
+                        "node[01-02]", "--python", sys.executable, "--profile", "local",
+                        "--report-dir", str(rd), "-p", "no:cacheprovider"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HOME": str(home)})
+    res = json.loads((rd / "results.json").read_text())
+    assert p.returncode == 0, p.stdout
+    assert {r["host"] for r in res["results"]} == {"node01", "node02"}
+    assert res["hosts"]["node01"]["python"] and res["verdict"] == "PASS"
