@@ -154,6 +154,12 @@ def test_fio_and_builtin_read_the_same_files(tmp_path, workload):
         assert sum(b for _, _, b in d["intervals"]) == pytest.approx(d["bytes"], rel=0.02)
         assert d["t_end"] - d["t_start"] == pytest.approx(1.0, abs=0.5)
     assert docs["fio"]["params"]["ioengine"] == ("libaio" if workload == "seq" else "psync")
+    assert docs["builtin"]["params"]["ioengine"] == ("Linux AIO, 2 processes" if workload == "seq"
+                                                     else "pread, 2 processes")
+    if workload == "seq":  # without AIO: one process per read in flight
+        sync = probe(tmp_path / "s", "read", *common, "--tool", "builtin", "--no-aio")
+        assert sync["params"]["ioengine"] == "pread, 8 processes (no AIO: --no-aio given)"
+        assert sync["params"]["iodepth"] == 4 and sync["gbps"] > 0
     assert docs["fio"]["tool_version"].startswith("fio-")
     if workload == "small":
         assert docs["fio"]["params"]["bs"] == 65536 and docs["builtin"]["files_read"] > 256
@@ -302,4 +308,4 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
     assert agg["expected"] == ">= 10000 GB/s and every host >= 5000 GB/s"
     assert marked(data) == []
     html = (tmp_path / "report" / "report.html").read_text()
-    assert "sequential read" in html and "pread, 2 processes x 4 threads" in html
+    assert "sequential read" in html and "Linux AIO, 2 processes" in html

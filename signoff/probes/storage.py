@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Host-side probe: storage read throughput, large sequential blocks and many small files.
 
-fio (JSON output, --readonly) where it is installed, else a built-in reader (threads,
-pread into page-aligned buffers). The page cache must not inflate the figure: O_DIRECT
+fio (JSON output, --readonly) where it is installed, else a built-in reader (a process
+per job, Linux AIO or pread into page-aligned buffers). The page cache must not inflate the figure: O_DIRECT
 where the filesystem takes it, else buffered reads with the files' pages dropped before
 (fadvise DONTNEED, checked with mincore) and behind; a run that could not defeat the
 cache says so ("cache": {"defeated": false}).
@@ -36,7 +36,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 
@@ -467,9 +466,106 @@ def wait_until(start_at):
         time.sleep(min(left, 0.05))
 
 
+MAX_READERS = 256
+# Linux AIO (what fio's libaio engine uses), through the raw syscalls: no libaio needed.
+AIO_SYSCALLS = {"x86_64": (206, 207, 208, 209), "aarch64": (0, 1, 4, 2)}  # setup destroy getevents submit
+
+
+class _Iocb(ctypes.Structure):  # struct iocb, little-endian (linux/aio_abi.h)
+    _fields_ = [("data", ctypes.c_uint64), ("key", ctypes.c_uint32), ("rw_flags", ctypes.c_int32),
+                ("opcode", ctypes.c_uint16), ("reqprio", ctypes.c_int16), ("fildes", ctypes.c_uint32),
+                ("buf", ctypes.c_uint64), ("nbytes", ctypes.c_uint64), ("offset", ctypes.c_int64),
+                ("reserved2", ctypes.c_uint64), ("flags", ctypes.c_uint32), ("resfd", ctypes.c_uint32)]
+
+
+class _IoEvent(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_uint64), ("obj", ctypes.c_uint64), ("res", ctypes.c_int64),
+                ("res2", ctypes.c_int64)]
+
+
+class Aio:
+    """An AIO context of `depth` reads in flight into one page-aligned buffer per slot."""
+
+    def __init__(self, depth, bs):
+        import platform
+        nrs = AIO_SYSCALLS.get(platform.machine())
+        libc = _libc()
+        if nrs is None or libc is None or sys.byteorder != "little":
+            raise OSError(errno.ENOSYS, "no Linux AIO syscalls known for %s" % platform.machine())
+        self.setup_nr, self.destroy_nr, self.getevents_nr, self.submit_nr = nrs
+        self.sc = libc.syscall
+        self.sc.restype = ctypes.c_long
+        self.depth, self.bs = depth, bs
+        self.ctx = ctypes.c_ulong(0)
+        if self.sc(ctypes.c_long(self.setup_nr), ctypes.c_uint(depth), ctypes.byref(self.ctx)) < 0:
+            raise OSError(ctypes.get_errno(), "io_setup: %s" % os.strerror(ctypes.get_errno()))
+        self.mem = mmap.mmap(-1, depth * bs)
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
+        self.iocbs = (_Iocb * depth)()
+        self.events = (_IoEvent * depth)()
+        self.one = (ctypes.POINTER(_Iocb) * 1)()
+
+    def submit(self, slot, fd, off, nbytes):
+        cb = self.iocbs[slot]
+        ctypes.memset(ctypes.byref(cb), 0, ctypes.sizeof(cb))
+        cb.data, cb.opcode, cb.fildes = slot, 0, fd  # IOCB_CMD_PREAD
+        cb.buf, cb.nbytes, cb.offset = self.base + slot * self.bs, nbytes, off
+        self.one[0] = ctypes.pointer(cb)
+        while True:
+            r = self.sc(ctypes.c_long(self.submit_nr), self.ctx, ctypes.c_long(1), self.one)
+            if r == 1:
+                return
+            e = ctypes.get_errno()
+            if r < 0 and e in (errno.EINTR, errno.EAGAIN):
+                continue
+            raise OSError(e, "io_submit: %s" % os.strerror(e))
+
+    def reap(self):
+        """[(slot, bytes)] of at least one finished read."""
+        while True:
+            n = self.sc(ctypes.c_long(self.getevents_nr), self.ctx, ctypes.c_long(1),
+                        ctypes.c_long(self.depth), self.events, None)
+            if n >= 0:
+                out = []
+                for e in self.events[:n]:
+                    if e.res < 0:
+                        raise OSError(-e.res, "read: %s" % os.strerror(-e.res))
+                    out.append((e.data, e.res))
+                return out
+            if ctypes.get_errno() != errno.EINTR:
+                raise OSError(ctypes.get_errno(), "io_getevents")
+
+    def close(self):
+        self.sc(ctypes.c_long(self.destroy_nr), self.ctx)
+
+
+def aio_works(path):
+    """Whether Linux AIO with O_DIRECT reads this file here (not in gVisor, say)."""
+    try:
+        aio = Aio(1, 4096)
+    except OSError as exc:
+        return False, str(exc)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        aio.submit(0, fd, 0, 4096)
+        aio.reap()
+        return True, ""
+    except OSError as exc:
+        return False, str(exc)
+    finally:
+        os.close(fd)
+        aio.close()
+
+
+
+
 def builtin_read(files, a, direct, drop_behind):
-    """One process per reader (no GIL between readers), iodepth threads each, pread into
-    page-aligned buffers; byte counters in shared memory, sampled every SAMPLE_S."""
+    """One process per job. Sequential with O_DIRECT: Linux AIO keeps iodepth consecutive
+    blocks in flight, as fio's libaio engine does (synchronous readers fall behind it on
+    some virtual disks). Without AIO: one process per read in flight (jobs x iodepth, at
+    most MAX_READERS; no GIL or shared address space between them), reader (j, d) reading
+    blocks d, d + D, ... Small files: one reader per job, each file opened, read whole and
+    closed. Byte counters live in shared memory and are sampled every SAMPLE_S."""
     bs = parse_size(a.bs)
     seq = a.workload == "seq"
     if not seq:  # a small file is read whole: no larger buffer than the largest file
@@ -477,7 +573,12 @@ def builtin_read(files, a, direct, drop_behind):
     jobs = max(1, min(a.jobs, len(files)))
     per_job = [files[j::jobs] for j in range(jobs)]
     depth = a.iodepth if seq else 1
-    slots = jobs * depth
+    use_aio, why_not = (False, "")
+    if seq and direct:
+        use_aio, why_not = (False, "--no-aio given") if a.no_aio else aio_works(files[0][0])
+    if not use_aio:  # then one process per read in flight
+        depth = max(1, min(depth, MAX_READERS // jobs))
+    slots = jobs if use_aio else jobs * depth
     shm = mmap.mmap(-1, 24 * slots)  # anonymous: shared with the forked readers
     view = memoryview(shm)
     counts, nfiles = view[:8 * slots].cast("Q"), view[8 * slots:16 * slots].cast("Q")
@@ -486,16 +587,21 @@ def builtin_read(files, a, direct, drop_behind):
     t_start = time.time()
     deadline = t_start + a.runtime if a.runtime else None
 
-    def work(i, j, d, errors):
+    def work(i, j, d):
         buf = mmap.mmap(-1, bs)
         mv = memoryview(buf)
         views = {}  # request length -> a view of the buffer (small files: one length)
+        fds = {}
         try:
             while True:
                 for path, size in per_job[j]:
                     if deadline is not None and time.time() >= deadline:
                         return
-                    fd = open_read(path, direct)
+                    fd = fds.get(path) if seq else None
+                    if fd is None:
+                        fd = open_read(path, direct)
+                        if seq:
+                            fds[path] = fd
                     try:
                         for off in range(d * bs, size, depth * bs):
                             if deadline is not None and time.time() >= deadline:
@@ -510,36 +616,63 @@ def builtin_read(files, a, direct, drop_behind):
                             counts[i] += n
                             if drop_behind:
                                 os.posix_fadvise(fd, off, n, os.POSIX_FADV_DONTNEED)
-                        nfiles[i] += 1
                     finally:
-                        os.close(fd)
+                        if not seq:  # a data loader's worker: open, read whole, close
+                            os.close(fd)
+                            nfiles[i] += 1
                 if deadline is None:
                     return
-        except OSError as exc:
-            errors.append("%s: %s" % (exc.filename or "read", exc.strerror))
         finally:
             ends[i] = time.time()
-            for v in views.values():
-                v[0].release()
-            mv.release()
-            buf.close()
 
-    def reader(j, w):
+    def work_aio(i, j):
+        """Job j's blocks in order, `depth` of them in flight, as fio's libaio engine."""
+        try:
+            aio = Aio(depth, bs)
+            fds = {p: open_read(p, True) for p, _ in per_job[j]}
+
+            def blocks():
+                while True:
+                    for path, size in per_job[j]:
+                        for off in range(0, size, bs):
+                            yield fds[path], off, (min(bs, size - off) + 4095) // 4096 * 4096
+                    if deadline is None:
+                        return
+            it, inflight = blocks(), 0
+            for slot in range(depth):
+                item = next(it, None)
+                if item is None:
+                    break
+                aio.submit(slot, *item)
+                inflight += 1
+            while inflight:
+                for slot, n in aio.reap():
+                    counts[i] += n
+                    inflight -= 1
+                    if deadline is not None and time.time() >= deadline:
+                        continue
+                    item = next(it, None)
+                    if item is not None:
+                        aio.submit(slot, *item)
+                        inflight += 1
+        finally:
+            ends[i] = time.time()
+
+    def reader(i, j, d, w):
         code = 1
         try:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
-            errors = []
-            ts = [threading.Thread(target=work, args=(j * depth + d, j, d, errors))
-                  for d in range(depth)]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
-            if errors:
-                os.write(w, errors[0].encode()[:4000])
+            if use_aio:
+                work_aio(i, j)
             else:
-                code = 0
+                work(i, j, d)
+            code = 0
+        except OSError as exc:
+            try:
+                os.write(w, ("%s: %s" % (exc.filename or "read", exc.strerror)).encode()[:4000])
+            except OSError:
+                pass
         except BaseException as exc:  # noqa: B036 - a forked reader must never return
             try:
                 os.write(w, str(exc).encode()[:4000])
@@ -550,12 +683,14 @@ def builtin_read(files, a, direct, drop_behind):
 
     procs = {}
     try:
-        for j in range(jobs):
+        pairs = [(j, 0) for j in range(jobs)] if use_aio else \
+            [(j, d) for j in range(jobs) for d in range(depth)]
+        for i, (j, d) in enumerate(pairs):
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.close(r)
-                reader(j, w)
+                reader(i, j, d, w)
             os.close(w)
             procs[pid] = r
         intervals, last_t, last_b, failed = [], t_start, 0, []
@@ -596,7 +731,8 @@ def builtin_read(files, a, direct, drop_behind):
     return {"tool": "builtin", "tool_version": "signoff storage probe (Python %s)"
             % sys.version.split()[0],
             "params": {"bs": bs, "iodepth": depth, "numjobs": jobs, "direct": direct,
-                       "ioengine": "pread, %d processes x %d threads" % (jobs, depth),
+                       "ioengine": ("Linux AIO, %d processes" % slots) if use_aio else
+                       ("pread, %d processes" % slots) + (" (no AIO: %s)" % why_not if why_not else ""),
                        "runtime_s": a.runtime, "time_based": bool(a.runtime)},
             "bytes": total, "seconds": round(t_end - t_start, 4),
             "bw_bytes": total / max(t_end - t_start, 1e-9), "files_read": done if not seq else None,
@@ -792,6 +928,8 @@ def build_parser():
     ap.add_argument("--readonly", action="store_true", help="read existing files, write nothing")
     ap.add_argument("--tool", choices=["auto", "fio", "builtin"], default="auto")
     ap.add_argument("--no-direct", action="store_true", help="buffered reads (cache dropped)")
+    ap.add_argument("--no-aio", action="store_true",
+                    help="built-in reader: one process per read in flight, not Linux AIO")
     ap.add_argument("--size", default="1G", help="seq: bytes per host (split over --jobs files)")
     ap.add_argument("--bs", default="1M", help="read block size")
     ap.add_argument("--jobs", type=int, default=4, help="readers (fio numjobs)")
