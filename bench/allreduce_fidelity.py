@@ -51,6 +51,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--out", help="write the table as JSON here too")
+    ap.add_argument("--no-eager", action="store_true", help="skip the eager-loop comparison")
     a = ap.parse_args()
     if not a.all_reduce_perf:
         raise SystemExit("no all_reduce_perf: pass --all-reduce-perf PATH (build nccl-tests)")
@@ -60,7 +61,7 @@ def main():
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     ref, cmd, raw = nccl_tests(a.all_reduce_perf, gpus, a.min, a.max, a.warmup, a.iters)
     ours, doc = probe(a.min, a.max, a.warmup, a.iters, eager=False)
-    eager, _ = probe(a.min, a.max, a.warmup, a.iters, eager=True)
+    eager = {} if a.no_eager else probe(a.min, a.max, a.warmup, a.iters, eager=True)[0]
     print(f"# {gpus} GPUs, NCCL {doc.get('nccl')}, torch {doc.get('torch')}, graphs={doc.get('graphs')}")
     print(f"# nccl-tests: {cmd}")
     print("| size | nccl-tests busbw | signoff busbw | ratio | eager busbw | eager ratio |")
@@ -72,7 +73,8 @@ def main():
                "eager": e, "eager_ratio": round(e / r, 4) if e else None}
         table.append(row)
         label = re.sub(r"^(\d+)$", lambda m: human(int(m.group(1))), str(size))
-        print(f"| {label} | {r:.2f} | {o:.2f} | {row['ratio']:.3f} | {e:.2f} | {row['eager_ratio']:.3f} |")
+        eag = f"{e:.2f} | {row['eager_ratio']:.3f}" if e else "- | -"
+        print(f"| {label} | {r:.2f} | {o:.2f} | {row['ratio']:.3f} | {eag} |")
     if a.out:
         Path(a.out).write_text(json.dumps({"gpus": gpus, "nccl": doc.get("nccl"), "cmd": cmd,
                                            "rows": table, "nccl_tests_output": raw}, indent=1))
