@@ -10,6 +10,9 @@ def gpus(host, profile) -> list[dict]:
         return host.gpus
     nv = host.facts["nvidia"]
     why = nv.get("error") or "NVML reports no GPU"
+    if host.hidden_gpus:  # GPUs present but unusable: never N.A., whatever the profile
+        pytest.fail(f"{host}: {host.hidden_gpus}; likely cause: driver not loaded or "
+                    f"nvidia-ml-py missing in the probe's Python", pytrace=False)
     if profile.gpu_required:
         pytest.fail(f"{host}: no NVIDIA GPU ({why}); profile {profile.name} expects "
                     f"{profile.describe_class()}", pytrace=False)

@@ -92,7 +92,9 @@ def test_pcie_link(host, gpus, check):
 
 
 def test_persistence_mode(host, gpus, check):
-    bad = [f"GPU {g['index']} persistence mode off" for g in gpus if g["persistence_mode"] != 1]
+    bad = [f"GPU {g['index']} persistence mode "
+           f"{'unreadable' if g['persistence_mode'] is None else 'off'}"
+           for g in gpus if g["persistence_mode"] != 1]
     check.require(bad, f"{len(gpus) - len(bad)}/{len(gpus)} on", "persistence mode on", RULE,
                   cause="nvidia-persistenced not running: the driver re-initialises per job")
 
@@ -101,6 +103,9 @@ def test_mig_mode(host, gpus, profile, check):
     want = profile.hardware.get("mig")
     if want is None:
         not_applicable(f"profile {profile.name} does not set a MIG mode")
+    unread = [g["index"] for g in gpus if g["mig_current"] is None]
+    if unread:
+        raise ProbeError(f"{host}: NVML could not read the MIG mode of GPU(s) {unread}")
     bad = [f"GPU {g['index']} MIG {'on' if g['mig_current'] else 'off'}"
            + (" (changes at next reset)" if (g["mig_pending"] or 0) != (g["mig_current"] or 0) else "")
            for g in gpus if bool(g["mig_current"]) != want]

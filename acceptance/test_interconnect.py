@@ -19,13 +19,20 @@ def allreduce(host, profile, devices) -> dict:
     doc = host.cached_probe("allreduce", "--min-bytes", lo, "--max-bytes", hi, env=env)
     if "error" in doc:
         raise ProbeError(f"{host}: all-reduce probe failed: {doc['error']}")
+    if devices and doc["local_ranks"] != len(devices):
+        raise ProbeError(f"{host}: all-reduce ran on {doc['local_ranks']} of the {len(devices)} GPUs "
+                         f"NVML reports (CUDA_VISIBLE_DEVICES or a GPU torch cannot use)")
     return doc
 
 
 def p2p(host, gpus) -> dict:
     if len(gpus) < 2:
         not_applicable(f"{host} has {len(gpus)} GPU(s): no pair to measure")
-    return host.cached_probe("p2p")
+    doc = host.cached_probe("p2p")
+    if doc.get("error") or doc.get("gpus") != len(gpus) or "unidirectional" not in doc:
+        raise ProbeError(f"{host}: P2P probe measured {doc.get('gpus')} of {len(gpus)} GPUs "
+                         f"({doc.get('error') or 'no bandwidth matrix'})")
+    return doc
 
 
 def test_allreduce_busbw(host, profile, devices, check, attach):
@@ -89,6 +96,8 @@ def test_gpu_topology(host, gpus, profile, check, attach):
     if doc is None:
         not_applicable(f"{host} has one GPU")
     topo = doc["topology"]
+    if topo.get("error") or len(topo.get("paths", {})) != len(gpus) * (len(gpus) - 1):
+        raise ProbeError(f"{host}: GPU topology unreadable ({topo.get('error') or 'paths missing'})")
     attach("html", f"<pre>{escape(topo.get('topo_m') or '')}</pre>", "nvidia-smi topo -m")
     numa = {g["index"]: f"NUMA {g['numa_node']}, CPUs {g['cpu_affinity']}" for g in topo["gpus"]}
     if profile.hardware.get("interconnect") != "nvlink":
@@ -137,6 +146,8 @@ def devices(host, profile):
     """GPUs to run collectives on; [] on a CPU-only host under a profile that allows it (gloo)."""
     if host.gpus:
         return host.gpus
+    if host.hidden_gpus:
+        pytest.fail(f"{host}: {host.hidden_gpus}", pytrace=False)
     if profile.gpu_required:
         pytest.fail(f"{host}: no NVIDIA GPU ({host.facts['nvidia'].get('error')}); profile "
                     f"{profile.name} expects {profile.describe_class()}", pytrace=False)

@@ -1,6 +1,7 @@
 """Software parity across hosts and the minimums the profile sets."""
 
 from signoff import parity
+from signoff.check import not_applicable
 from signoff.profiles import version_tuple
 
 PARITY_SOURCE = "majority of hosts in this run"
@@ -11,6 +12,8 @@ COMPAT_SOURCE = "NVIDIA CUDA compatibility docs (shared/reference/thresholds.md)
 
 def test_version_parity(host, fleet, check):
     per_host = {n: parity.versions(f) for n, f in fleet.all_facts().items() if isinstance(f, dict)}
+    if len(fleet.names) < 2:
+        not_applicable(f"one host: nothing to compare its versions with (recorded: {per_host[host.name]})")
     odd = parity.deviations(per_host, host.name)
     check.require(odd, f"{len(odd)} field(s) differ", "the same versions as the other hosts",
                   PARITY_SOURCE, cause="hosts were provisioned from different images or envs",

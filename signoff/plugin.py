@@ -74,6 +74,9 @@ def pytest_addoption(parser):
                 help="first TCP port the network probes listen on (bound to the data interface)")
     g.addoption("--collective-timeout", type=int, default=600,
                 help="multi-node all-reduce: rendezvous/collective timeout, s (ranks killed after)")
+    g.addoption("--partial", action="store_true", default=False,
+                help="accept a subset of the checks (-k, one file) as a PASS; without it a "
+                     "partial run's verdict is INCOMPLETE")
     g.addoption("--report-dir", default=None,
                 help="where report.html, results.json and junit.xml go "
                      "(default reports/<UTC timestamp>/)")
@@ -91,6 +94,8 @@ def _is_acceptance_run(config) -> bool:
 
 
 def _load_inventory(config) -> inventory.Inventory:
+    if config.getoption("hosts") is not None and not config.getoption("hosts").strip():
+        raise InputError("--hosts is empty (an unset variable?): name the hosts or leave it out")
     if config.getoption("hosts") and config.getoption("inventory"):
         raise InputError("--hosts and --inventory both given: use one")
     if config.getoption("inventory"):
@@ -132,7 +137,7 @@ def pytest_configure(config):
         "inventory": inv.source,
         "hosts": [h.name for h in inv.hosts],
     })
-    config.pluginmanager.register(Recorder(state), "signoff-recorder")
+    config.pluginmanager.register(Recorder(state, config), "signoff-recorder")
     # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.
     signal.signal(signal.SIGTERM, _interrupt)
 
@@ -189,6 +194,16 @@ class HostView:
         return {"gpu_model": g[0]["name"] if g else None, "gpu_count": len(g),
                 "nvlink": any(x["nvlink"]["links"] for x in g)}
 
+    @property
+    def hidden_gpus(self) -> str | None:
+        """Why GPUs on this host are invisible, when the PCI bus has some but NVML none."""
+        nv = self.facts["nvidia"]
+        pci = nv.get("pci_devices") or 0
+        if self.gpus or not (pci or nv.get("driver_loaded")):
+            return None
+        return (f"{pci} NVIDIA GPU(s) on the PCI bus but NVML sees none "
+                f"({nv.get('error') or 'no device'}; probe Python {self.facts['python_executable']})")
+
     def __str__(self) -> str:
         return self.name
 
@@ -219,8 +234,11 @@ def fleet(pytestconfig):
 def profile(pytestconfig, fleet) -> profiles.Profile:
     state = pytestconfig.stash[STATE]
     if state.profile is None:
-        seen = [HostView(n, f, None).hardware for n, f in fleet.all_facts().items()
-                if isinstance(f, dict)]
+        views = [HostView(n, f, None) for n, f in fleet.all_facts().items() if isinstance(f, dict)]
+        hidden = [f"{v.name}: {v.hidden_gpus}" for v in views if v.hidden_gpus]
+        if hidden:  # a broken driver must not make a GPU cluster look like a CPU one
+            raise InputError(f"--profile auto: {'; '.join(hidden)}; fix NVML or pass --profile")
+        seen = [v.hardware for v in views]
         if not seen:
             raise InputError("--profile auto: no host answered, so no hardware class to match")
         # The majority's class picks the profile; an odd host then fails its class checks.
@@ -299,8 +317,25 @@ class Recorder:
     """Controller-side: turns reports into results.json records and report sections.
     Registered only on the controller (never on xdist workers) of an acceptance run."""
 
-    def __init__(self, state: State):
-        self.state = state
+    def __init__(self, state: State, config):
+        self.state, self.config = state, config
+        self.selected: list[str] = []
+        self.deselected = 0
+
+    def pytest_deselected(self, items):
+        self.deselected += len(items)
+
+    def pytest_collection_finish(self, session):
+        self.selected = [i.nodeid for i in session.items]
+
+    def partial(self) -> str | None:
+        """Why this run is not the whole sign-off sheet, if it is not."""
+        acc = ROOT / "acceptance"
+        subset = [a for a in self.config.args if Path(a.split("::")[0]).resolve() != acc]
+        why = [f"{self.deselected} checks deselected"] if self.deselected else []
+        why += [f"only {', '.join(subset)} selected"] if subset else []
+        why += [f"{v} given" for v in ("ignore", "deselect") if self.config.getoption(v, None)]
+        return "; ".join(why) or None
 
     def pytest_runtest_logreport(self, report):
         st, nid = self.state, report.nodeid
@@ -325,7 +360,15 @@ class Recorder:
         for f in sorted((st.report_dir / "hosts").glob("*.json")):  # facts from xdist workers
             if f.stem not in st.results.doc["hosts"]:
                 st.results.set_host(f.stem, json.loads(f.read_text()))
-        verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        seen = {r["test"] for r in st.results.doc["results"]}
+        for nid in self.selected:  # a crashed worker or a second Ctrl-C: never silently absent
+            if nid not in seen:
+                criterion, host = split_nodeid(nid)
+                st.results.add({"test": nid, "criterion": criterion, "host": host,
+                                "status": "NOT RUN", "message": "the check did not report a result"})
+        verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+                                    partial=self.partial(),
+                                    allow_partial=self.config.getoption("partial"))
         if verdict != "PASS" and exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # skipped checks are not a pass
 
@@ -348,6 +391,10 @@ class Recorder:
         counts = Counter(r["status"] for r in doc["results"])
         tr.write_line(f"verdict: {doc['verdict']}  (profile {doc['meta'].get('profile')}; "
                       + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
+        if doc["meta"].get("partial"):
+            tr.write_line(f"  partial run: {doc['meta']['partial']}"
+                          + ("" if self.config.getoption("partial") else
+                             " (not a sign-off; pass --partial to accept a subset)"))
         for r in doc["results"]:
             if r["status"] in ("FAIL", "ERROR", "NOT RUN"):
                 tr.write_line(f"  {r['status']:5} {r['criterion']}[{r['host']}]: {r['message']}")

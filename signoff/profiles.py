@@ -23,19 +23,20 @@ LIMIT_KEYS = ("min", "max", "equals")
 CRITERIA: dict[str, dict] = {
     "nvidia_driver_version": {"type": "version"},
     "cuda_driver_version": {"type": "version"},
-    "row_remap_uncorrectable": {"type": "number"},
+    "row_remap_uncorrectable": {"type": "number", "ops": ("max",)},
     # judged at `size`; `sweep` = [smallest, largest] message, x2 steps
     "allreduce_busbw": {"type": "number", "extra": ("size", "sweep")},
     "p2p_bandwidth": {"type": "number"},  # slowest GPU pair, unidirectional copy
     "p2p_uniformity": {"type": "number"},  # slowest pair / median pair of the host
     # sustained load (signoff/soak.py, docs/soak.md); the load itself is the `soak:` section
-    "soak_gpu_temp": {"type": "number", "extra": ("hold",)},  # sustained: held `hold` s
-    "soak_mem_temp": {"type": "number", "extra": ("hold",)},
-    "soak_throttle": {"type": "number", "extra": ("reasons",)},  # samples with a failing reason
-    "soak_clock_stability": {"type": "number", "extra": ("correlation",)},  # % clock drop, hot vs cool
+    "soak_gpu_temp": {"type": "number", "ops": ("max",), "extra": ("hold",)},  # sustained: held `hold` s
+    "soak_mem_temp": {"type": "number", "ops": ("max",), "extra": ("hold",)},
+    # samples with a failing reason; % clock drop, hot vs cool
+    "soak_throttle": {"type": "number", "ops": ("max",), "extra": ("reasons",)},
+    "soak_clock_stability": {"type": "number", "ops": ("max",), "extra": ("correlation",)},
     "soak_gemm_tflops": {"type": "number"},  # per GPU, mean after warm-up; optional per class
     "soak_gemm_straggler": {"type": "number"},  # GPU / the host's median GPU
-    "soak_errors": {"type": "number"},  # new uncorrectable ECC errors, XIDs, failed loads
+    "soak_errors": {"type": "number", "ops": ("max",)},  # new uncorrectable ECC errors, XIDs, failed loads
     # storage read throughput, GB/s: one host alone, all hosts at once (signoff/storage.py)
     "storage_read_seq": {"type": "number", "extra": ("size", "bs", "jobs", "iodepth", "runtime")},
     "storage_read_small": {"type": "number", "extra": ("files", "file_size", "bs", "jobs", "runtime")},
@@ -191,9 +192,15 @@ def _threshold(name, spec, path, profile) -> Threshold:
     if len(limits) != 1 or spec[limits[0]] is None:
         raise InputError(f"{w}: needs exactly one threshold (min, max or equals); got {limits or 'none'}")
     op, value = limits[0], spec[limits[0]]
+    # the direction is the criterion's, not the file's: `max:` on a bandwidth would pass anything
+    ops = CRITERIA[name].get("ops", ("min",))
+    if op not in ops:
+        raise InputError(f"{w}.{op}: {name} takes {' or '.join(ops)}, not {op}")
     kind = CRITERIA[name]["type"]
     if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise InputError(f"{w}.{op}: expected a number, got {value!r}")
+    if kind == "version" and not isinstance(value, str):  # YAML reads 525.60 as 525.6
+        raise InputError(f"{w}.{op}: quote a version ('{value}'), or YAML reads it as a number")
     if kind == "version" and not version_tuple(value):
         raise InputError(f"{w}.{op}: expected a version like '525.60' , got {value!r}")
     for key in ("unit", "source"):

@@ -27,7 +27,9 @@ def verdict_block(verdict: str, meta: dict) -> str:
             f"{escape(verdict)}</div>"
             f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
             f"({escape(str(meta.get('profile_class', '')))}); hosts: {escape(hosts)}; "
-            f"inventory: {escape(str(meta.get('inventory')))}; started {meta.get('started')} UTC.</p>"
+            f"inventory: {escape(str(meta.get('inventory')))}; started {meta.get('started')} UTC."
+            + (f"<br><b>Partial run</b>: {escape(meta['partial'])}" if meta.get("partial") else "")
+            + "</p>"
             "<p>PASS needs every applicable check to run and pass; ERROR means the check "
             "could not measure (it is not a pass); N.A. means the profile does not apply it to "
             "that host.</p>")

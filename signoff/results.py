@@ -72,11 +72,15 @@ class Results:
             self.doc["results"].append(record)
         self.write()
 
-    def finish(self, interrupted: bool = False) -> str:
+    def finish(self, interrupted: bool = False, partial: str | None = None,
+               allow_partial: bool = False) -> str:
+        """A partial selection (-k, one file) is never a sign-off PASS unless asked for."""
         with self._lock:
-            self.doc["verdict"] = "INCOMPLETE" if interrupted else verdict(self.doc["results"])
-            self.doc["meta"]["finished"] = now()
-            self.doc["meta"]["interrupted"] = interrupted
+            v = "INCOMPLETE" if interrupted else verdict(self.doc["results"])
+            if partial and v == "PASS" and not allow_partial:
+                v = "INCOMPLETE"
+            self.doc["verdict"] = v
+            self.doc["meta"].update(finished=now(), interrupted=interrupted, partial=partial)
         self.write()
         return self.doc["verdict"]
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import paramiko
 from fabric import Config, Connection
-from invoke import Context
+from invoke import Config as InvokeConfig
+from invoke import Context, Local
 from invoke.exceptions import CommandTimedOut
 from paramiko.ssh_exception import NoValidConnectionsError
 
@@ -98,10 +99,18 @@ class Transport:
         pass
 
 
+class _InterruptibleLocal(Local):
+    """invoke's Local answers Ctrl-C by writing ^C to the child's stdin and waiting on;
+    re-raise instead, so the run stops and cleanup kills the probe on the host."""
+
+    def send_interrupt(self, interrupt):
+        raise interrupt
+
+
 class LocalTransport(Transport):
     def __init__(self, host: Host):
         super().__init__(host)
-        self.ctx = Context()
+        self.ctx = Context(InvokeConfig(overrides={"runners": {"local": _InterruptibleLocal}}))
 
     def run(self, command: str, timeout: float) -> CommandResult:
         try:

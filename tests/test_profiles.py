@@ -213,3 +213,18 @@ def test_auto_select_ambiguous_and_synthetic(write_profile, tmp_path):
     write_profile("two", "hardware: {gpu_model: 'G1', gpu_count: 2}\n")
     with pytest.raises(InputError, match="several profiles match.*one, two"):
         profiles.auto_select({"gpu_model": "G1", "gpu_count": 2}, tmp_path)
+
+
+def test_direction_and_quoted_versions_are_enforced(write_profile):
+    bad = write_profile("bw.yaml", """
+        criteria:
+          allreduce_busbw: {max: 327.5, unit: GB/s, size: 8G, source: s}
+    """)
+    with pytest.raises(InputError, match=r"criteria.allreduce_busbw.max: allreduce_busbw takes min"):
+        profiles.load(str(bad))
+    ver = write_profile("ver.yaml", """
+        criteria:
+          nvidia_driver_version: {min: 525.60, unit: x, source: s}
+    """)
+    with pytest.raises(InputError, match=r"quote a version \('525.6'\)"):
+        profiles.load(str(ver))

@@ -21,6 +21,25 @@ def os_release():
         return None
 
 
+def nvidia_pci_devices():
+    """NVIDIA display/3D controllers on the PCI bus: evidence of GPUs even when NVML fails."""
+    n, root = 0, "/sys/bus/pci/devices"
+    try:
+        for dev in os.listdir(root):
+            try:
+                with open(os.path.join(root, dev, "vendor")) as f:
+                    vendor = f.read().strip()
+                with open(os.path.join(root, dev, "class")) as f:
+                    cls = f.read().strip()
+            except OSError:
+                continue
+            if vendor == "0x10de" and cls.startswith("0x03"):
+                n += 1
+    except OSError:
+        pass
+    return n
+
+
 def torch_info():
     try:
         import torch
@@ -129,8 +148,13 @@ def gpu_info(torch_ok):
                 "under_load": busy.ok,
             }
             g["persistence_mode"] = _nv(nv.nvmlDeviceGetPersistenceMode, h)
-            mig = _nv(nv.nvmlDeviceGetMigMode, h)
-            g["mig_current"], g["mig_pending"] = (mig[0], mig[1]) if mig else (None, None)
+            try:
+                mig = nv.nvmlDeviceGetMigMode(h)
+                g["mig_current"], g["mig_pending"] = int(mig[0]), int(mig[1])
+            except getattr(nv, "NVMLError_NotSupported", ()):
+                g["mig_current"] = g["mig_pending"] = 0  # a GPU without MIG runs without it
+            except Exception:  # noqa: BLE001 - unreadable: the check ERRORs, never "off"
+                g["mig_current"] = g["mig_pending"] = None
             links = []
             for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
                 state = _nv(nv.nvmlDeviceGetNvLinkState, h, link)
@@ -159,6 +183,8 @@ def main():
         "torch": tinfo,
         "nvidia": gpu_info(bool(tinfo.get("cuda_available"))),
     }
+    doc["nvidia"]["pci_devices"] = nvidia_pci_devices()
+    doc["nvidia"]["driver_loaded"] = os.path.exists("/proc/driver/nvidia")
     doc["elapsed_s"] = round(time.time() - t0, 3)
     print(json.dumps(doc))
 
