@@ -68,9 +68,16 @@ def _check_keys(mapping, allowed, where):
         raise InputError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
 
 
+STRING_KEYS = ("name", "address", "user", "identity_file", "python", "data_iface", "storage_path")
+
+
 def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
     _check_keys(entry, HOST_KEYS, where)
     merged = {**defaults, **entry}
+    for key in STRING_KEYS:
+        if merged.get(key) is not None and not isinstance(merged[key], (str, int)) \
+                or isinstance(merged.get(key), bool):
+            raise InputError(f"{where}.{key}: expected a string, got {merged[key]!r}")
     if not merged.get("name"):
         raise InputError(f"{where}.name: missing (every host needs a name)")
     port = merged.get("port")
@@ -88,7 +95,10 @@ def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
     if not isinstance(merged.get("storage_readonly", False), bool):
         raise InputError(f"{where}.storage_readonly: expected true or false, "
                          f"got {merged['storage_readonly']!r}")
-    names = expand(str(merged["name"]))
+    try:
+        names = expand(str(merged["name"]))
+    except InputError as exc:
+        raise InputError(f"{where}.name: {exc}") from None
     if len(names) > 1 and merged.get("address"):
         raise InputError(f"{where}: a hostlist name ({merged['name']}) cannot share one address")
     return [
@@ -131,7 +141,9 @@ def load(path: str | Path) -> Inventory:
                 raise InputError(f"inventory {path}: hosts[{i}]: duplicate host name {h.name!r}")
             hosts.append(h)
     known = data.get("known_hosts")
+    if known is not None and not isinstance(known, str):
+        raise InputError(f"inventory {path}: known_hosts: expected a file path, got {known!r}")
     if known is not None:
-        known = Path(str(known)).expanduser()
+        known = Path(known).expanduser()
         known = str(known if known.is_absolute() else path.parent / known)
     return Inventory(hosts, known_hosts=known, source=str(path))

@@ -3,9 +3,11 @@ results.json, and the report sections."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -124,7 +126,10 @@ def pytest_configure(config):
         return
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     rd = Path(config.getoption("report_dir") or ROOT / "reports" / stamp)
-    (rd / "hosts").mkdir(parents=True, exist_ok=True)
+    try:
+        (rd / "hosts").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"--report-dir {rd}: cannot create it: {exc.strerror}") from None
     state.report_dir = rd
     if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
         config.option.htmlpath = str(rd / "report.html")
@@ -144,6 +149,19 @@ def pytest_configure(config):
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _signals_held():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -227,7 +245,8 @@ def fleet(pytestconfig):
               on_facts=_on_facts(state))
     f.start()
     yield f
-    f.close()  # removes every per-run temp dir, also after failures and Ctrl-C
+    with _signals_held():  # a second Ctrl-C must not cut the cleanup short
+        f.close()  # removes every per-run temp dir, also after failures and Ctrl-C
 
 
 @pytest.fixture(scope="session")

@@ -343,7 +343,8 @@ def errors(s: Series, final: dict) -> tuple[list[str], list[str]]:
     for g, msg in sorted((final.get("gpu_errors") or {}).items(), key=lambda kv: int(kv[0])):
         fails.append(f"GPU {g}: load failed: {msg}")
     if not final.get("xid_readable"):
-        notes.append(f"XID events not readable: {final.get('xid_note') or 'unknown why'}")
+        # "no new XID" cannot be claimed from a source that could not be read
+        raise Unjudgeable(f"XID events not readable: {final.get('xid_note') or 'unknown why'}")
     return fails, notes
 
 
@@ -421,8 +422,9 @@ def judge_throttle(s: Series, fail: tuple = FAIL_REASONS) -> Verdict:
     notes = [f"{name} (0x{REASON_BITS.get(name, 0):x}) in {n}/{total} GPU samples"
              + (" (normal at full load)" if name == "sw_power_cap" else "")
              for name, n in sorted(seen.items())]
-    if not total:
-        raise Unjudgeable("NVML gave no clock-event reasons")
+    dead = [r["gpu"] for r in rows if not r["samples"]]
+    if dead or not total:  # one silent GPU is unjudged, whatever the others say
+        raise Unjudgeable(f"NVML gave no clock-event reasons for GPU {', '.join(map(str, dead))}")
     return Verdict(fails, sum(r["failing_samples"] for r in rows),
                    {"gpus": rows, "fail_on": list(fail)}, notes)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -101,3 +102,16 @@ def test_invalid_yaml(write_inv):
     with pytest.raises(InputError, match="not valid YAML") as exc:
         load(path)
     assert str(path) in str(exc.value)
+
+
+@pytest.mark.parametrize("entry, key", [
+    ("{name: n1, identity_file: [a, b]}", "hosts[0].identity_file"),
+    ("{name: n1, address: [local]}", "hosts[0].address"),
+    ("{name: n1, python: {a: 1}}", "hosts[0].python"),
+    ("{name: 'n[3-1]'}", "hosts[0].name"),
+])
+def test_wrong_types_name_the_key(tmp_path, entry, key):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"hosts:\n  - {entry}\n")
+    with pytest.raises(InputError, match=re.escape(f"inventory {inv}: {key}")):
+        load(inv)

@@ -151,9 +151,9 @@ def test_new_ecc_errors_xids_and_dead_loads_fail():
     assert v.notes == ["GPU 2: 3 new corrected ECC error(s)"]
 
 
-def test_unreadable_xids_are_noted_not_passed_silently():
-    v = soak.judge_errors(series(), final(xid_readable=False, xid_note="dmesg unreadable (EPERM)"))
-    assert v.failures == [] and v.notes == ["XID events not readable: dmesg unreadable (EPERM)"]
+def test_unreadable_xids_are_an_error_not_a_pass():
+    with pytest.raises(soak.Unjudgeable, match=r"XID events not readable: dmesg unreadable \(EPERM\)"):
+        soak.judge_errors(series(), final(xid_readable=False, xid_note="dmesg unreadable (EPERM)"))
 
 
 def test_memory_sensor_missing_on_every_gpu_is_not_applicable_else_unjudgeable():
