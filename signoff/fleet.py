@@ -79,7 +79,8 @@ class HostSession:
             if self.workdir is None:
                 r = self.t.run("mktemp -d /tmp/signoff.XXXXXXXX", 30)
                 if not r.ok:
-                    raise ProbeError(f"{self.host}: cannot create a temp dir: {r.stderr.strip()}")
+                    raise ProbeError(f"{self.host}: cannot create a temp dir in /tmp (exit {r.rc}): "
+                                     f"{(r.stderr or r.stdout).strip() or 'no message'}")
                 self.workdir = r.stdout.strip()
                 for f in sorted(PROBE_DIR.glob("*.py")):
                     self.t.put(f, f"{self.workdir}/{f.name}")

@@ -129,12 +129,13 @@ def test_unknown_host_key_rejected_unless_accepted(lab, tmp_path):
 def test_hung_probe_is_killed_on_its_host_and_others_run(lab, tmp_path):
     marker = f"signoff-hang-{os.getpid()}"
     inv = hung_lab2(lab, tmp_path, marker)
+    # long enough for a healthy host's torch import on a loaded CI machine
     rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "local",
-                          "--probe-timeout", "3")
+                          "--probe-timeout", "20")
     r = by_key(res)
     assert r[("version_parity", "lab1")]["status"] == "PASS"
     hung = r[("version_parity", "lab2")]
-    assert hung["status"] == "ERROR" and "overran its 3 s timeout" in hung["message"]
+    assert hung["status"] == "ERROR" and "overran its 20 s timeout" in hung["message"]
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
     assert left == "", f"hung probe still running on the host: {left}"
 
