@@ -30,7 +30,7 @@ def test_no_options_runs_locally_without_ssh(tmp_path):
 
 def test_reports_go_to_a_timestamped_dir_by_default(tmp_path):
     before = set((ROOT / "reports").glob("2*"))
-    p = run("-k", "version_parity", "--partial")
+    p = run("-k", "allreduce_correct", "--partial")
     new = set((ROOT / "reports").glob("2*")) - before
     try:
         assert p.returncode == 0, p.stdout
@@ -72,11 +72,11 @@ def test_bad_hostlist_is_one_message():
 
 
 def test_a_subset_is_not_a_sign_off(tmp_path):
-    p = run("-k", "version_parity", "--report-dir", str(tmp_path))
+    p = run("-k", "allreduce_correct", "--report-dir", str(tmp_path))
     res = json.loads((tmp_path / "results.json").read_text())
     assert p.returncode == 1 and res["verdict"] == "INCOMPLETE"
     assert "checks deselected" in res["meta"]["partial"] and "not a sign-off" in p.stdout
-    p = run("-k", "version_parity", "--partial", "--report-dir", str(tmp_path / "ok"))
+    p = run("-k", "allreduce_correct", "--partial", "--report-dir", str(tmp_path / "ok"))
     assert p.returncode == 0
     assert json.loads((tmp_path / "ok" / "results.json").read_text())["verdict"] == "PASS"
 
