@@ -95,6 +95,16 @@ def _is_acceptance_run(config) -> bool:
     return False
 
 
+def _check_options(config) -> None:
+    """Numeric options are judged once, before any host is touched."""
+    port = config.getoption("net_port")
+    if not 1024 <= port <= 65533:
+        raise InputError(f"--net-port {port}: expected 1024-65533 (the probes use it and the next one)")
+    for opt in ("connect_timeout", "probe_timeout", "collective_timeout"):
+        if config.getoption(opt) <= 0:
+            raise InputError(f"--{opt.replace('_', '-')} {config.getoption(opt)}: expected seconds > 0")
+
+
 def _load_inventory(config) -> inventory.Inventory:
     if config.getoption("hosts") is not None and not config.getoption("hosts").strip():
         raise InputError("--hosts is empty (an unset variable?): name the hosts or leave it out")
@@ -111,6 +121,7 @@ def _load_inventory(config) -> inventory.Inventory:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     try:
+        _check_options(config)
         inv = _load_inventory(config)
         arg = config.getoption("profile")
         prof = None if arg == "auto" else profiles.load(arg)

@@ -83,3 +83,8 @@ def test_a_subset_is_not_a_sign_off(tmp_path):
 
 def test_empty_hosts_is_an_error_not_the_local_machine():
     _one_clear_message(run("--hosts", ""), "--hosts is empty")
+
+
+def test_bad_numbers_in_options_are_one_message():
+    _one_clear_message(run("--net-port", "99999"), "--net-port 99999: expected 1024-65533")
+    _one_clear_message(run("--collective-timeout", "-5"), "--collective-timeout -5: expected seconds > 0")
