@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff import InputError, inventory, profiles, report
+from signoff import InputError, inventory, junit, profiles, report, sheet
 from signoff.check import NA_PREFIX, Check
 from signoff.fleet import Fleet, HostSession, ProbeError
 from signoff.network import Network, all_pairs, pair_id, ring_pairs
@@ -37,6 +37,7 @@ class State:
     status: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
     messages: dict = field(default_factory=dict)
+    duration: dict = field(default_factory=dict)
 
 
 STATE = pytest.StashKey[State]()
@@ -145,8 +146,6 @@ def pytest_configure(config):
     if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
         config.option.htmlpath = str(rd / "report.html")
         config.option.self_contained_html = True
-    if not config.option.xmlpath:
-        config.option.xmlpath = str(rd / "junit.xml")
     state.results = Results(rd / "results.json", {
         "profile": prof.name if prof else "auto",
         "profile_class": prof.describe_class() if prof else "",
@@ -334,13 +333,22 @@ def _status(rep, call) -> tuple[str, str]:
     return "ERROR", str(exc.value) if exc.errisinstance(OUR_ERRORS) else exc.exconly()
 
 
+PHASES = pytest.StashKey[tuple]()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     rep = (yield).get_result()
     status, message = _status(rep, call)
     if call.excinfo is not None and call.excinfo.errisinstance(OUR_ERRORS):
         rep.longrepr = message  # the cause, not a traceback through our plumbing
-    rep.user_properties.append(("signoff_status", [status, message]))
+    # The worst phase is the check's status, stated once, on the teardown report: a status
+    # per phase let JUnit consumers read the (passing) teardown's as the check's.
+    prev = item.stash.get(PHASES, None)
+    if prev is None or worse(prev[0], status) != prev[0]:
+        item.stash[PHASES] = (status, message)
+    if rep.when == "teardown":
+        rep.user_properties.append(("signoff_status", list(item.stash[PHASES])))
 
 
 class Recorder:
@@ -351,6 +359,7 @@ class Recorder:
         self.state, self.config = state, config
         self.selected: list[str] = []
         self.deselected = 0
+        self.final: dict[str, str] = {}  # nodeid -> status, for the HTML rows
 
     def pytest_deselected(self, items):
         self.deselected += len(items)
@@ -358,30 +367,36 @@ class Recorder:
     def pytest_collection_finish(self, session):
         self.selected = [i.nodeid for i in session.items]
 
-    def partial(self) -> str | None:
-        """Why this run is not the whole sign-off sheet, if it is not."""
-        acc = ROOT / "acceptance"
-        subset = [a for a in self.config.args if Path(a.split("::")[0]).resolve() != acc]
-        why = [f"{self.deselected} checks deselected"] if self.deselected else []
-        why += [f"only {', '.join(subset)} selected"] if subset else []
-        why += [f"{v} given" for v in ("ignore", "deselect") if self.config.getoption(v, None)]
-        return "; ".join(why) or None
+    def partial(self, records: list[dict]) -> str | None:
+        """Why this run is not the whole sign-off sheet, if it is not: every check of
+        acceptance/ for every host it applies to must have been judged, whatever the flags."""
+        names = [h.name for h in self.state.inventory.hosts]
+        pair_ids = [pair_id(*p) for p in host_pairs(self.config)]
+        judged = {(r["criterion"], r["host"]) for r in records}
+        missing = [e for e in sheet.expected(ROOT / "acceptance", names, pair_ids) if e not in judged]
+        if not missing:
+            return None
+        self.state.results.set_meta(not_judged=[f"{c}[{h}]" for c, h in missing])
+        checks = list(dict.fromkeys(c for c, _ in missing))
+        return (f"{len(missing)} checks of the sign-off sheet not judged ("
+                + ", ".join(checks[:8]) + (f" and {len(checks) - 8} more" if len(checks) > 8 else "")
+                + ")" + (f"; {self.deselected} deselected" if self.deselected else ""))
 
     def pytest_runtest_logreport(self, report):
         st, nid = self.state, report.nodeid
+        st.duration[nid] = st.duration.get(nid, 0.0) + (report.duration or 0.0)
         for key, val in report.user_properties:
             if key == "signoff_status":
-                status, msg = val
-                if worse(st.status.get(nid), status) != st.status.get(nid):
-                    st.messages[nid] = msg
-                st.status[nid] = worse(st.status.get(nid), status)
+                st.status[nid], st.messages[nid] = val
             elif key == "signoff":
                 st.measured[nid] = val
         if report.when == "teardown":
             criterion, host = split_nodeid(nid)
+            self.final[nid] = st.status.pop(nid, "NOT RUN")
             st.results.add({"test": nid, "criterion": criterion, "host": host,
-                            "status": st.status.pop(nid, "NOT RUN"),
+                            "status": self.final[nid],
                             "message": st.messages.pop(nid, ""),
+                            "duration_s": round(st.duration.pop(nid), 3),
                             **st.measured.pop(nid, {})})
 
     @pytest.hookimpl(tryfirst=True)
@@ -397,10 +412,24 @@ class Recorder:
                 st.results.add({"test": nid, "criterion": criterion, "host": host,
                                 "status": "NOT RUN", "message": "the check did not report a result"})
         verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
-                                    partial=self.partial(),
+                                    partial=self.partial(st.results.doc["results"]),
                                     allow_partial=self.config.getoption("partial"))
-        if verdict != "PASS" and exitstatus == pytest.ExitCode.OK:
+        junit.write(st.report_dir / "junit.xml", st.results.doc)
+        if verdict != "PASS" and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # skipped checks are not a pass
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config):
+        # --junitxml PATH: ours replaces pytest's (written before), so both files agree.
+        if config.option.xmlpath:
+            junit.write(Path(config.option.xmlpath), self.state.results.doc)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_row(self, report, cells):
+        # The result column says our status (ERROR, N.A., NOT RUN), not pytest's outcome.
+        status = self.final.get(report.nodeid)
+        if status and cells:
+            cells[0] = f'<td class="col-result">{status}</td>'
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix, summary, postfix, session):

@@ -1,0 +1,77 @@
+"""results.json, junit.xml and report.html say the same status for every check, and a run
+that leaves part of the sign-off sheet unjudged is never a PASS, whatever flag trimmed it."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import xml.etree.ElementTree as ET
+
+from test_cli import run
+
+JUNIT = {"failure": "FAIL", "error": None, "skipped": "N.A."}  # error: ERROR or NOT RUN, by type
+
+
+def junit_statuses(path) -> tuple[dict, ET.Element]:
+    suite = ET.parse(path).getroot().find("testsuite")
+    out = {}
+    for case in suite.iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        outcome = next((c for c in case if c.tag in JUNIT), None)
+        status = "PASS" if outcome is None else JUNIT[outcome.tag] or outcome.get("type")
+        assert status == props["signoff_status"], (case.get("name"), status, props)  # said once
+        assert [p.get("name") for p in case.iter("property")].count("signoff_status") == 1
+        out[f"{case.get('classname')}::{case.get('name')}"] = status
+    return out, suite
+
+
+def html_statuses(path) -> dict:
+    blob = re.search(r'data-jsonblob="([^"]*)"', path.read_text()).group(1)
+    tests = json.loads(html.unescape(blob))["tests"]
+    out = {}
+    for nodeid, rows in tests.items():
+        for row in rows:
+            out[nodeid] = re.sub(r"<[^>]+>", "", row["resultsTableRow"][0])
+    return out
+
+
+def test_results_junit_and_report_agree(tmp_path):
+    prof = tmp_path / "p.yaml"
+    prof.write_text("extends: local\ncriteria:\n  allreduce_busbw: {min: 100000, unit: GB/s, size: 1M, "
+                    "sweep: [1M, 1M], source: 'a limit no CPU reaches, to make this check FAIL'}\n")
+    p = run("--report-dir", str(tmp_path / "r"), "--profile", str(prof), "--storage-path", "/nonexistent",
+            "-k", "allreduce_busbw or allreduce_correct or storage_read_seq or ecc_enabled", "--partial")
+    doc = json.loads((tmp_path / "r" / "results.json").read_text())
+    ours = {r["test"]: r["status"] for r in doc["results"]}
+    assert set(ours.values()) == {"PASS", "FAIL", "ERROR", "N.A."}, (ours, p.stdout)
+    junit, suite = junit_statuses(tmp_path / "r" / "junit.xml")
+    verdict = junit.pop("signoff::verdict")
+    assert {k.replace(".", "/", 1).replace("::", ".py::", 1): v for k, v in junit.items()} == ours
+    assert verdict == "FAIL" and doc["verdict"] == "FAIL" and p.returncode == 1
+    assert suite.get("errors") == "1" and suite.get("failures") == "2" and suite.get("skipped") == "1"
+    assert html_statuses(tmp_path / "r" / "report.html") == ours
+
+
+def _judged(tmp_path, *args):
+    p = run("--report-dir", str(tmp_path), *args)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    junit, _ = junit_statuses(tmp_path / "junit.xml")
+    return p, doc, junit
+
+
+def test_subsets_by_any_flag_are_incomplete(tmp_path):
+    # allreduce_correct passes on any machine: each run below judged only PASSes.
+    for i, flags in enumerate([["--ignore-glob=*/test_[!i]*.py", "-k", "allreduce_correct"],
+                               ["-o", "python_functions=test_allreduce_c*"],
+                               ["--deselect", "acceptance/test_versions.py", "-k", "allreduce_correct"]]):
+        p, doc, junit = _judged(tmp_path / str(i), *flags)
+        assert {r["status"] for r in doc["results"]} == {"PASS"}, (flags, p.stdout)
+        assert doc["verdict"] == "INCOMPLETE" and p.returncode == 1, (flags, p.stdout)
+        assert "of the sign-off sheet not judged" in doc["meta"]["partial"]
+        assert "version_parity[localhost]" in doc["meta"]["not_judged"]
+        assert junit["signoff::verdict"] == "FAIL"
+    # the same subset, accepted as one
+    p, doc, junit = _judged(tmp_path / "ok", "-o", "python_functions=test_allreduce_c*", "--partial")
+    assert doc["verdict"] == "PASS" and p.returncode == 0, p.stdout
+    assert junit["signoff::verdict"] == "PASS"
