@@ -91,8 +91,8 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig):
             raise ProbeError("multi-node all-reduce not started; caused by "
                              f"{', '.join(res['culprits'])}: "
                              + "; ".join(f"{h}: {res['states'][h]}" for h in res["culprits"])
-                             + (f"; not run because of it: {', '.join(res['not_run'])}"
-                                if res["not_run"] else ""))
+                             + (f"; not run because of {'it' if len(res['culprits']) == 1 else 'them'}: "
+                                f"{', '.join(res['not_run'])}" if res["not_run"] else ""))
         raise ProbeError("multi-node all-reduce failed; caused by "
                          f"{', '.join(res['culprits']) or 'unknown'}: "
                          + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))

@@ -287,8 +287,8 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
     if not culprits and first:
         timed_out = re.search(r"time[ds]? ?out", states.get(first, ""), re.I)
         if timed_out and killed:  # a hang: the stopped hosts that got least far
-            least = min(progress[k] for k in killed)
-            culprits = sorted(k for k in killed if progress[k] == least)
+            least = min(progress.get(k, 0) for k in killed)
+            culprits = sorted(k for k in killed if progress.get(k, 0) == least)
         else:
             culprits = [first]
     return {"ok": False, "started": True, "states": states, "culprits": culprits, "not_run": []}
