@@ -25,21 +25,41 @@ KILL_PROBES = ("for f in {wd}/.pid.*; do p=${{f##*.}}; [ \"$p\" = '*' ] && conti
 
 
 class ProbeError(Exception):
-    """A probe ran but gave no usable answer (crash, timeout, bad JSON)."""
+    """A probe ran but gave no usable answer (crash, timeout, bad JSON). `stderr` keeps the
+    tail of the probe's stderr for the record when the message states the probe's own error."""
+
+    def __init__(self, message: str, stderr: str = ""):
+        super().__init__(message)
+        self.stderr = stderr
+
+
+def last_document(stdout: str) -> dict | None:
+    """The probe's JSON document: its last stdout line that parses as a JSON object."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError:
+                return None
+            return doc if isinstance(doc, dict) else None
+    return None
 
 
 def parse_probe_output(host: str, probe: str, result) -> dict:
+    tail = "\n".join((result.stderr or "").strip().splitlines()[-20:])
     if result.timed_out:
         raise ProbeError(f"{host}: probe {probe} overran its {result.timeout:.0f} s timeout "
-                         f"and was killed on the host")
+                         f"and was killed on the host", tail)
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith("{")]
     if result.rc != 0 or not lines:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-        raise ProbeError(f"{host}: probe {probe} failed (exit {result.rc}): {' | '.join(tail)}")
+        # the probe's own error says why; stderr (progress events, tracebacks) goes to details
+        doc = last_document(result.stdout) or {}
+        why = doc.get("error") or " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
+        raise ProbeError(f"{host}: probe {probe} failed (exit {result.rc}): {why}", tail)
     try:
         return json.loads(lines[-1])
     except json.JSONDecodeError as exc:
-        raise ProbeError(f"{host}: probe {probe} printed invalid JSON: {exc}") from None
+        raise ProbeError(f"{host}: probe {probe} printed invalid JSON: {exc}", tail) from None
 
 
 class HostSession:

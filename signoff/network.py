@@ -4,9 +4,9 @@ its bisection to the slow host or link."""
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from signoff.fleet import Fleet, HostSession, ProbeError, parse_probe_output
+from signoff.fleet import Fleet, HostSession, ProbeError, last_document, parse_probe_output
 from signoff.transport import HostUnreachable
 
 
@@ -58,6 +58,21 @@ def data_address(host: str, netinfo: dict, iface: str | None) -> str:
     return port["addresses"][0]
 
 
+# A host pair cannot carry more than its line rate; a fraction above it means the line rate
+# or the measurement is wrong (a virtual interface's nominal speed, another card measured).
+# 5 % allows for the tools' own timing over a run of a few seconds.
+LINE_RATE_TOLERANCE = 1.05
+
+
+def rdma_port(netinfo: dict, iface: str) -> dict | None:
+    """The InfiniBand/RoCE port behind the data interface (netinfo maps netdev -> card)."""
+    port = data_port(netinfo, iface)
+    if not port or not port.get("ib_device"):
+        return None
+    return next((p for p in netinfo["infiniband"]
+                 if p["device"] == port["ib_device"] and p["port"] == port["ib_port"]), None)
+
+
 def suspects(pair_ok: dict[tuple[str, str], bool]) -> tuple[list[str], list[tuple[str, str]]]:
     """From pairwise verdicts: hosts all of whose pairs failed, and failing pairs not
     explained by such a host (a bad link between two otherwise good hosts)."""
@@ -87,9 +102,23 @@ class Network:
     def address(self, name: str) -> str:
         return data_address(name, self.info(name), self.session(name).host.data_iface)
 
-    def line_rate_gbps(self, name: str) -> float | None:
-        port = data_port(self.info(name), self.session(name).host.data_iface)
+    def line_rate_gbps(self, name: str, tool: str = "") -> float | None:
+        """The data interface's speed; for ib_write_bw, the rate of its RDMA port."""
+        iface = self.session(name).host.data_iface
+        if tool == "ib_write_bw":
+            return (rdma_port(self.info(name), iface) or {}).get("rate_gbps")
+        port = data_port(self.info(name), iface)
         return port["speed_mbps"] / 1000 if port and port.get("speed_mbps") else None
+
+    def rdma_args(self, name: str) -> list[str]:
+        """ib_write_bw's --device/--ib-port: the card of the interface measured, never
+        perftest's default one."""
+        iface = self.session(name).host.data_iface
+        port = rdma_port(self.info(name), iface)
+        if port is None:
+            raise ProbeError(f"{name}: data_iface {iface} has no InfiniBand/RDMA port in "
+                             f"/sys/class/infiniband: ib_write_bw cannot measure it")
+        return ["--device", port["device"], "--ib-port", str(port["port"])]
 
     def tool(self, a: str, b: str, want: str) -> str:
         have = [self.info(h)["tools"] for h in (a, b)]
@@ -115,33 +144,64 @@ class Network:
 
     def _measure(self, a: str, b: str, streams: int, duration: int, tool: str):
         try:
+            for h in (a, b):  # a host found dead is this pair's cause; not contacted again
+                self.fleet.facts(h)
             src, dst = self.address(a), self.address(b)
             t = self.tool(a, b, tool)
             common = ["--tool", t, "--port", str(self.port), "--streams", str(streams),
                       "--duration", str(duration)]
+            rdma = {h: self.rdma_args(h) for h in (a, b)} if t == "ib_write_bw" else {a: [], b: []}
             with ThreadPoolExecutor(max_workers=1) as pool:
                 server = pool.submit(self.session(b).probe, "netpair", "server", "--bind", dst,
-                                     *common, timeout=duration + 60)
+                                     *common, *rdma[b], timeout=duration + 60)
                 client = self.session(a).probe("netpair", "client", "--connect", dst,
-                                               "--bind", src, *common, timeout=duration + 60)
+                                               "--bind", src, *common, *rdma[a], timeout=duration + 60)
                 served = server.result()
             if "error" in client or "error" in served:
                 raise ProbeError(f"{a}->{b}: {client.get('error') or served.get('error')}")
             gbps = served["gbps"] if t == "builtin" else client["gbps"]
-            rates = [r for r in (self.line_rate_gbps(a), self.line_rate_gbps(b)) if r]
+            rates = [r for r in (self.line_rate_gbps(a, t), self.line_rate_gbps(b, t)) if r]
             line = min(rates) if rates else None
             return {"gbps": gbps, "tool": t, "streams": streams, "duration": duration,
                     "from": f"{a} {src}", "to": f"{b} {dst}", "line_rate_gbps": line,
                     "fraction": round(gbps / line, 3) if line else None,
-                    "cmd": client.get("cmd")}
+                    "cmd": client.get("cmd"),
+                    **({"rdma": {h: f"{rdma[h][1]} port {rdma[h][3]}" for h in (a, b)}}
+                       if t == "ib_write_bw" else {})}
         except (ProbeError, HostUnreachable) as exc:
             return exc
 
     # --- multi-node all-reduce --------------------------------------------------
+    def dead(self, names: list[str]) -> dict[str, Exception]:
+        """Hosts already known to be unusable: their sysinfo failed, or (asked in parallel)
+        their data interface has no address. Nothing is started that would wait for them."""
+        out = {}
+        for name in names:
+            try:
+                self.fleet.facts(name)
+            except (HostUnreachable, ProbeError) as exc:
+                out[name] = exc
+        live = [n for n in names if n not in out]
+        with ThreadPoolExecutor(max_workers=len(live) or 1) as pool:
+            for name, fut in [(n, pool.submit(self.address, n)) for n in live]:
+                try:
+                    fut.result()
+                except (HostUnreachable, ProbeError) as exc:
+                    out[name] = exc
+        return out
+
     def allreduce(self, names: list[str], lo: str, hi: str, env: dict, timeout: int) -> dict:
         """All hosts at once, rendezvous on the first; a failure kills every host's ranks."""
         key = (tuple(names), lo, hi)
         if key in self._collective:
+            return self._collective[key]
+        dead = self.dead(names)
+        if dead:  # never started without them: the others are not run, not blamed
+            states = {n: (f"not run because of {', '.join(dead)}" if n not in dead else
+                          f"unreachable: {dead[n].cause}" if isinstance(dead[n], HostUnreachable)
+                          else str(dead[n])) for n in names}
+            self._collective[key] = {"ok": False, "started": False, "states": states,
+                                     "culprits": list(dead), "not_run": [n for n in names if n not in dead]}
             return self._collective[key]
         master = self.address(names[0])
         port = str(self.port + 1)
@@ -161,22 +221,27 @@ class Network:
         first, killed = None, set()
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
             futures = {pool.submit(one, rn): rn[1] for rn in enumerate(names)}
-            for fut in as_completed(futures):
-                name = futures[fut]
-                try:
-                    r = fut.result()
-                    outcome[name] = r
-                    failed = not r.ok
-                except (HostUnreachable, ProbeError) as exc:
-                    outcome[name], failed = exc, True
-                if failed and first is None:  # don't let the survivors wait out their timeout
-                    first = name
-                    for other in names:
-                        try:
-                            if other not in outcome and self.session(other).kill_probes():
-                                killed.add(other)
-                        except HostUnreachable:
-                            pass
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=2 if first else None, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    name = futures[fut]
+                    try:
+                        r = fut.result()
+                        outcome[name] = r
+                        failed = not r.ok
+                    except (HostUnreachable, ProbeError) as exc:
+                        outcome[name], failed = exc, True
+                    if failed and first is None:
+                        first = name
+                # Don't let the survivors wait out their timeout: kill their ranks, again
+                # while they run (a rank may start after the first kill).
+                for fut in pending if first else ():
+                    try:
+                        if self.session(futures[fut]).kill_probes():
+                            killed.add(futures[fut])
+                    except HostUnreachable:
+                        pass
         self._collective[key] = result = summarise(outcome, names, first, killed)
         return result
 
@@ -185,37 +250,45 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
               killed: set | None = None) -> dict:
     """One document for the collective; on failure, name the hosts that caused it:
     unreachable hosts, hosts whose probe never started, hosts whose ranks died of a signal
-    we did not send; else, after a timeout, the hosts still running when the others gave
-    up (a hang), or the first host that failed."""
+    we did not send; else, after a timeout, the hosts we stopped that had got least far
+    (a hang), or the first host that failed. Hosts stopped after another failed are not
+    blamed for it."""
     killed = killed or set()
-    states, doc, culprits = {}, None, []
+    states, doc, culprits, progress = {}, None, [], {}
     for name in names:
         r = outcome[name]
         if isinstance(r, (HostUnreachable, ProbeError)):
             states[name] = f"unreachable: {r.cause}" if isinstance(r, HostUnreachable) else str(r)
             culprits.append(name)
             continue
-        joined = "signoff-event joined" in r.stderr
+        started, joined = "signoff-event started" in r.stderr, "signoff-event joined" in r.stderr
+        progress[name] = started + joined
+        reached = ["the probe never started", "never joined the rendezvous", "joined"][progress[name]]
+        own = (last_document(r.stdout) or {}).get("error")  # the probe's own words first
         if r.ok:
             doc = doc or parse_probe_output(name, "allreduce", r)
             states[name] = "ok"
-        elif "signoff-event started" not in r.stderr:
-            states[name] = f"the probe never started (exit {r.rc}): {r.stderr.strip()[-200:]}"
+        elif name in killed:
+            states[name] = f"{reached}; stopped by signoff after {first} failed"
+        elif not started:
+            states[name] = f"{reached} (exit {r.rc}): {own or r.stderr.strip()[-200:]}"
             culprits.append(name)
         elif r.timed_out:
-            how = "stopped by signoff after a peer failed" if name in killed else "killed"
-            states[name] = f"{'joined' if joined else 'never joined the rendezvous'}; {how}"
-            if name not in killed:
-                culprits.append(name)
+            states[name] = f"{reached}; killed"
+            culprits.append(name)
         else:
             tail = [ln for ln in r.stderr.strip().splitlines()
                     if ln and not ln.startswith("signoff-event")][-1:]
-            last = re.sub(r"\s+", " ", tail[0])[:200] if tail else f"exit {r.rc}"
+            last = re.sub(r"\s+", " ", own or (tail[0] if tail else f"exit {r.rc}"))[:200]
             states[name] = (f"exit {r.rc} after joining: {last}" if joined
                             else f"exit {r.rc} before joining: {last}")
     if doc and all(v == "ok" for v in states.values()):
         return {"ok": True, "doc": doc, "states": states}
     if not culprits and first:
         timed_out = re.search(r"time[ds]? ?out", states.get(first, ""), re.I)
-        culprits = sorted(killed) if timed_out and killed else [first]
-    return {"ok": False, "states": states, "culprits": culprits}
+        if timed_out and killed:  # a hang: the stopped hosts that got least far
+            least = min(progress.get(k, 0) for k in killed)
+            culprits = sorted(k for k in killed if progress.get(k, 0) == least)
+        else:
+            culprits = [first]
+    return {"ok": False, "started": True, "states": states, "culprits": culprits, "not_run": []}

@@ -43,7 +43,7 @@ CRITERIA: dict[str, dict] = {
     "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per", "node_min")},
     # inter-node: per-port line rate of the fabric the profile names
     "nic_rate": {"type": "number", "extra": ("fabric", "ports")},
-    # host-to-host throughput as a fraction of the detected line rate
+    # host-to-host throughput: unit "x line rate" (of the detected one) or "Gb/s"
     "net_pair_bandwidth": {"type": "number", "extra": ("streams", "duration", "tool")},
     "multinode_allreduce_busbw": {"type": "number", "extra": ("size", "sweep", "algo")},
 }

@@ -228,7 +228,7 @@ def main():
         with open(out_path) as f:
             doc.update(json.load(f))
     except Exception as exc:  # noqa: BLE001
-        doc["error"] = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[-1:] or "")
+        doc["error"] = "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[-1])
         doc["traceback"] = traceback.format_exc()[-2000:]
     del store
     doc["elapsed_s"] = round(time.time() - t0, 2)

@@ -3,7 +3,9 @@
 
 Ethernet from /sys/class/net/*/{speed,operstate,mtu}; InfiniBand/RoCE from
 /sys/class/infiniband/*/ports/*/{rate,state,link_layer}; IPv4 addresses per interface;
-whether iperf3 / ib_write_bw are installed. One JSON document.
+whether iperf3 / ib_write_bw are installed; for each interface, the RDMA device and port
+behind it (ib_write_bw must measure that card, not perftest's default one). One JSON document.
+SIGNOFF_SYSFS names another sysfs root: tests read a fake one (no InfiniBand card there).
 """
 import json
 import os
@@ -12,6 +14,8 @@ import socket
 import struct
 import subprocess
 import sys
+
+SYS = os.environ.get("SIGNOFF_SYSFS", "/sys")
 
 
 def read(path):
@@ -33,7 +37,7 @@ def ipv4_addresses():
     except Exception:  # noqa: BLE001
         try:  # fallback: SIOCGIFADDR per interface
             import fcntl
-            for name in os.listdir("/sys/class/net"):
+            for name in os.listdir(SYS + "/class/net"):
                 with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                     try:
                         raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))
@@ -45,24 +49,45 @@ def ipv4_addresses():
     return out
 
 
+def rdma_device(name):
+    """(device, port) of the RDMA card behind netdev `name`, or (None, None): the PCI
+    function's infiniband/ dir, else the card whose device/net/ holds the netdev."""
+    base = "%s/class/net/%s" % (SYS, name)
+    ibdir = base + "/device/infiniband"
+    devs = sorted(os.listdir(ibdir)) if os.path.isdir(ibdir) else []
+    root = SYS + "/class/infiniband"
+    if not devs and os.path.isdir(root):
+        devs = [d for d in sorted(os.listdir(root)) if os.path.isdir("%s/%s/device/net/%s" % (root, d, name))]
+    if not devs:
+        return None, None
+    # dev_port: 0-based port of a multi-port card (IB ports count from 1)
+    try:
+        port = int(read(base + "/dev_port") or 0) + 1
+    except ValueError:
+        port = 1
+    return devs[0], port
+
+
 def ethernet(addrs):
     ports = []
-    for name in sorted(os.listdir("/sys/class/net")):
-        base = "/sys/class/net/" + name
+    for name in sorted(os.listdir(SYS + "/class/net")):
+        base = SYS + "/class/net/" + name
         speed = read(base + "/speed")
         try:
             speed = int(speed) if speed is not None and int(speed) > 0 else None
         except ValueError:
             speed = None  # reading speed of a down link raises EINVAL: unknown
+        ib_device, ib_port = rdma_device(name)
         ports.append({"name": name, "operstate": read(base + "/operstate"),
                       "speed_mbps": speed, "mtu": int(read(base + "/mtu") or 0),
                       "addresses": addrs.get(name, []),
-                      "virtual": not os.path.exists(base + "/device")})
+                      "virtual": not os.path.exists(base + "/device"),
+                      "ib_device": ib_device, "ib_port": ib_port})
     return ports
 
 
 def infiniband():
-    ports, root = [], "/sys/class/infiniband"
+    ports, root = [], SYS + "/class/infiniband"
     if not os.path.isdir(root):
         return ports
     for dev in sorted(os.listdir(root)):

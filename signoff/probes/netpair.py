@@ -127,15 +127,28 @@ def parse_ib_write_bw(text):
 
 
 def ib_write_bw(a, server):
+    """perftest on the data interface's own card and port (-d/-i): without them it picks
+    the first card it finds, whose rate is not the one judged."""
     cmd = ["ib_write_bw", "--report_gbits", "-p", str(a.port), "-D", str(a.duration),
-           "-q", str(a.streams)] + (["-d", a.device] if a.device else [])
+           "-q", str(a.streams)] + (["-d", a.device, "-i", str(a.ib_port)] if a.device else [])
     if not server:
         cmd.append(a.connect)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.duration + 40)
-    gbps = parse_ib_write_bw(p.stdout)
+    deadline = time.time() + 15
+    while True:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.duration + 40)
+        gbps = parse_ib_write_bw(p.stdout)
+        out = p.stdout + p.stderr
+        # the client starts at once and the server may not listen yet: perftest then exits
+        # "Couldn't connect to ADDR:PORT"; retry, bounded like iperf3's
+        if server or gbps or time.time() > deadline or "Couldn't connect" not in out:
+            break
+        time.sleep(0.3)
     if server:
         return {"rc": p.returncode}
-    return {"gbps": gbps, "cmd": " ".join(cmd)} if gbps else {"error": p.stderr[-300:]}
+    if gbps:
+        return {"gbps": gbps, "cmd": " ".join(cmd)}
+    tail = " | ".join(out.strip().splitlines()[-3:]) or "no output"
+    return {"error": "ib_write_bw (exit %d): %s" % (p.returncode, tail), "cmd": " ".join(cmd)}
 
 
 def main():
@@ -148,6 +161,7 @@ def main():
     ap.add_argument("--streams", type=int, default=4)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--device", default="", help="RDMA device for ib_write_bw")
+    ap.add_argument("--ib-port", type=int, default=1, help="its port (ib_write_bw -i)")
     a = ap.parse_args()
     tool = a.tool if a.tool != "auto" else ("iperf3" if shutil.which("iperf3") else "builtin")
     doc = {"probe": "netpair", "mode": a.mode, "tool": tool, "streams": a.streams,

@@ -1,0 +1,27 @@
+"""summarise(): who caused a failed multi-node all-reduce; ranks signoff stopped are not blamed."""
+
+from signoff.network import summarise
+from signoff.transport import CommandResult, HostUnreachable
+
+
+def rank(rc, stderr="", stdout=""):
+    return CommandResult("allreduce.py", rc, stdout, stderr, 130)
+
+
+def test_ranks_killed_before_they_started_are_not_blamed_for_a_dead_peer():
+    # lab2 went away mid-run; signoff killed lab1's and lab3's ranks before their start event
+    outcome = {"lab1": rank(-1), "lab2": HostUnreachable("lab2", "connection refused by 10.0.0.3:22"),
+               "lab3": rank(-1)}
+    res = summarise(outcome, ["lab1", "lab2", "lab3"], first="lab2", killed={"lab1", "lab3"})
+    assert res["culprits"] == ["lab2"]
+    assert res["states"]["lab1"] == "the probe never started; stopped by signoff after lab2 failed"
+
+
+def test_a_hang_blames_the_stopped_host_that_got_least_far():
+    # lab2 hung before starting; lab1's rendezvous timed out; lab3 had started and was stopped
+    timeout = '{"error": "DistStoreError: Timed out after 10 seconds"}'
+    outcome = {"lab1": rank(1, "signoff-event started node 0\n", timeout),
+               "lab2": rank(-1), "lab3": rank(-1, "signoff-event started node 2\n")}
+    res = summarise(outcome, ["lab1", "lab2", "lab3"], first="lab1", killed={"lab2", "lab3"})
+    assert res["culprits"] == ["lab2"]
+    assert res["states"]["lab1"] == "exit 1 before joining: DistStoreError: Timed out after 10 seconds"
