@@ -157,5 +157,5 @@ def test_silent_port_says_no_banner_and_is_contacted_once():
     first, took = causes[0]
     assert first == (f"no SSH banner from {silent.address}:{silent.port} within 2 s: it accepts TCP "
                      f"connections but no sshd answers there (hung sshd, or another service on the port)")
-    assert 1.5 < took < 5
-    assert all(c == first and s < 0.5 for c, s in causes[1:]), causes
+    assert 1.5 < took < 8
+    assert all(c == first and s < 1 for c, s in causes[1:]), causes
