@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +12,8 @@ import pytest
 
 from signoff import InputError
 from signoff.inventory import LOCAL, Host, from_hostlist, load, local_inventory
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -151,3 +155,18 @@ def test_a_bad_host_name_is_refused_wherever_a_host_is_made(tmp_path):
         from_hostlist("/../x")
     with pytest.raises(InputError, match=r"host: '\.\./\.\./tmp/X' is not a host name"):
         Host(name="../../tmp/X")
+
+
+def test_a_path_as_host_name_is_refused_before_any_file_is_written(tmp_path):
+    """The issue's case: this name made the controller write /tmp/<X>.json outside the report."""
+    target = Path(f"/tmp/signoff-escape-{os.getpid()}")
+    name = "/" + "../" * 16 + str(target)[1:]  # up to / from any report dir
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"hosts:\n  - {{name: '{name}', address: local}}\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--partial",
+                        "--inventory", str(inv), "--report-dir", str(tmp_path / "r"),
+                        "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    written = target.with_suffix(".json").exists()
+    target.with_suffix(".json").unlink(missing_ok=True)
+    assert not written and p.returncode == 4, p.stdout + p.stderr
+    assert f"inventory {inv}: hosts[0].name: hostlist '{name}': '/' cannot be" in p.stderr
