@@ -175,16 +175,18 @@ class SSHTransport(Transport):
     def __init__(self, host: Host, known_hosts: str | None = None, accept_new: bool = False,
                  connect_timeout: float = 10):
         super().__init__(host)
-        self.connect_timeout = connect_timeout
         self._lock = threading.Lock()
         self._dead: str | None = None  # why the host could not be reached, once found
-        kwargs = {}
+        # the handshake wait (connect_timeout) ends before paramiko's banner wait, so a port
+        # that never sends a banner reads as that, not as a closed connection
+        kwargs = {"banner_timeout": connect_timeout + 5}
         if host.identity_file:
             kwargs["key_filename"] = [host.identity_file]
         self.conn = Connection(
             host.address or host.name, user=host.user, port=host.port, config=Config(),
             connect_timeout=connect_timeout, connect_kwargs=kwargs,
         )
+        self.connect_timeout = self.conn.connect_timeout  # as Fabric applies it (whole seconds)
         # Fabric hard-codes AutoAddPolicy (accept any key); reject unknown keys instead.
         client = self.conn.client
         client.load_system_host_keys()
