@@ -2,11 +2,13 @@
 
 from signoff import parity
 from signoff.check import not_applicable
+from signoff.fleet import ProbeError
 from signoff.profiles import version_tuple
 
 PARITY_SOURCE = "majority of hosts in this run"
 # CUDA major of the torch build -> the oldest driver branch that runs it
 DRIVER_FOR_CUDA = {11: "450.80.02", 12: "525", 13: "580"}
+UNIQUE_SOURCE = "machine-id, boot id, network namespace and GPU UUIDs of every host in this run"
 COMPAT_SOURCE = "NVIDIA CUDA compatibility docs (shared/reference/thresholds.md)"
 
 
@@ -18,6 +20,20 @@ def test_version_parity(host, fleet, check):
     check.require(odd, f"{len(odd)} field(s) differ", "the same versions as the other hosts",
                   PARITY_SOURCE, cause="hosts were provisioned from different images or envs",
                   details=per_host[host.name])
+
+
+def test_host_unique(host, fleet, check):
+    """No other host of the run is this machine: every check of a second name for it would
+    measure this one again."""
+    if len(fleet.names) < 2:
+        not_applicable("one host: no other host it could be")
+    if not (host.facts.get("machine") or {}).get("boot_id"):
+        raise ProbeError(f"{host}: sysinfo recorded no boot id: cannot tell this machine from the others")
+    same = [f"{n} is the same machine ({'; '.join(why)})" for n, f in fleet.all_facts().items()
+            if n != host.name and isinstance(f, dict) and (why := parity.same_machine(host.facts, f))]
+    check.require(same, f"{len(same)} other host(s) on this machine", "a machine of its own", UNIQUE_SOURCE,
+                  cause="two inventory entries reach one machine (an alias, a copied entry)",
+                  details=host.facts["machine"])
 
 
 def test_nvidia_driver_version(host, gpus, profile, check):

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from signoff import InputError
-from signoff.hostlist import expand
+from signoff.hostlist import check_name, expand
 
 HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags", "env",
              "data_iface"}
@@ -31,6 +31,9 @@ class Host:
     storage_path: str | None = None  # directory the storage checks read (--storage-path wins)
     storage_readonly: bool = False  # measure the files there, write nothing
     data_iface: str | None = None  # the interface inter-node traffic is measured on
+
+    def __post_init__(self):
+        check_name(self.name, "host")  # a name becomes a file name (hosts/<name>.json): never a path
 
     @property
     def local(self) -> bool:
@@ -71,7 +74,7 @@ def _check_keys(mapping, allowed, where):
 STRING_KEYS = ("name", "address", "user", "identity_file", "python", "data_iface", "storage_path")
 
 
-def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
+def _host(entry: dict, defaults: dict, where: str, already: int = 0) -> list[Host]:
     _check_keys(entry, HOST_KEYS, where)
     merged = {**defaults, **entry}
     for key in STRING_KEYS:
@@ -80,6 +83,9 @@ def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
             raise InputError(f"{where}.{key}: expected a string, got {merged[key]!r}")
     if not merged.get("name"):
         raise InputError(f"{where}.name: missing (every host needs a name)")
+    if "address" in merged and not str(merged["address"] or "").strip():
+        raise InputError(f"{where}.address: empty (give the host's address, or leave the key out "
+                         f"to connect to its name)")
     port = merged.get("port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
         raise InputError(f"{where}.port: expected an integer 1-65535, got {port!r}")
@@ -96,7 +102,7 @@ def _host(entry: dict, defaults: dict, where: str) -> list[Host]:
         raise InputError(f"{where}.storage_readonly: expected true or false, "
                          f"got {merged['storage_readonly']!r}")
     try:
-        names = expand(str(merged["name"]))
+        names = expand(str(merged["name"]), already)
     except InputError as exc:
         raise InputError(f"{where}.name: {exc}") from None
     if len(names) > 1 and merged.get("address"):
@@ -135,10 +141,18 @@ def load(path: str | Path) -> Inventory:
     if not isinstance(entries, list) or not entries:
         raise InputError(f"inventory {path}: hosts: expected a non-empty list of hosts")
     hosts: list[Host] = []
+    names, targets = {}, {}  # name / address:port -> the entry that has it
     for i, entry in enumerate(entries):
-        for h in _host(entry, defaults, f"inventory {path}: hosts[{i}]"):
-            if any(h.name == o.name for o in hosts):
-                raise InputError(f"inventory {path}: hosts[{i}]: duplicate host name {h.name!r}")
+        where = f"inventory {path}: hosts[{i}]"
+        for h in _host(entry, defaults, where, len(hosts)):
+            if h.name in names:
+                raise InputError(f"{where}: duplicate host name {h.name!r}")
+            # Two names for one address: every check of the second would measure the first.
+            target = f"{h.address or h.name}:{h.port or 22}"
+            if target in targets:
+                raise InputError(f"{where} ({h.name}) and {targets[target]} both reach {target}: "
+                                 f"one machine under two names (a typo in an address?)")
+            names[h.name], targets[target] = where, f"hosts[{i}] ({h.name})"
             hosts.append(h)
     known = data.get("known_hosts")
     if known is not None and not isinstance(known, str):
@@ -146,4 +160,9 @@ def load(path: str | Path) -> Inventory:
     if known is not None:
         known = Path(known).expanduser()
         known = str(known if known.is_absolute() else path.parent / known)
+        # A named file that is not there is a typo; silently skipping it would turn every
+        # host into an "unknown host key".
+        if not Path(known).is_file():
+            why = "is a directory, not a file" if Path(known).is_dir() else "no such file"
+            raise InputError(f"inventory {path}: known_hosts: {known}: {why}")
     return Inventory(hosts, known_hosts=known, source=str(path))

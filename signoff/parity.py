@@ -57,3 +57,20 @@ def odd_cells(per_host: dict[str, dict]) -> set[tuple[str, str]]:
         value, clear = majority(values)
         cells |= {(h, field) for h, v in values.items() if not clear or v != value}
     return cells
+
+
+MACHINE_KEYS = ("machine_id", "boot_id", "netns")
+
+
+def same_machine(a: dict, b: dict) -> list[str]:
+    """What shows that two hosts' sysinfo documents come from one machine: the same
+    machine-id, boot and network namespace, or a GPU UUID seen on both."""
+    out = []
+    ma, mb = a.get("machine") or {}, b.get("machine") or {}
+    if ma.get("boot_id") and all(ma.get(k) == mb.get(k) for k in MACHINE_KEYS):
+        out.append(f"machine-id {ma['machine_id']}, boot {ma['boot_id']}, network namespace {ma['netns']}")
+    uuids = [{g.get("uuid") for g in f.get("nvidia", {}).get("gpus", [])} - {None} for f in (a, b)]
+    shared = sorted(uuids[0] & uuids[1])
+    if shared:
+        out.append(f"GPU {', '.join(shared)}")
+    return out

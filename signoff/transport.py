@@ -4,8 +4,10 @@ exit is a result."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,25 +54,66 @@ def guarded(command: str, timeout: float) -> str:
     return f"timeout -k {KILL_GRACE_S} {timeout:g} sh -c {shlex.quote(command)}"
 
 
-def explain(exc: BaseException, host: Host) -> str:
-    """Name the cause of a connection failure the way an operator would."""
+def explain(exc: BaseException, host: Host, timeout: float | None = None,
+            banner: str | None = None) -> str:
+    """Name the cause of a connection failure the way an operator would; `banner`: the
+    SSH version string the host sent ("" when none came), where known."""
     target = f"{host.address or host.name}:{host.port or 22}"
+    within = f" within {timeout:g} s" if timeout else ""
     if isinstance(exc, socket.gaierror):
         return f"DNS: cannot resolve {host.address or host.name} ({exc.strerror})"
     if isinstance(exc, NoValidConnectionsError) or isinstance(exc, ConnectionRefusedError):
         return f"connection refused by {target} (no sshd listening?)"
     if isinstance(exc, (socket.timeout, TimeoutError)):
-        return f"timed out connecting to {target}"
+        return f"connect to {target} timed out: no answer{within} (host down, or packets dropped)"
     if isinstance(exc, paramiko.BadHostKeyException):
         return f"host key of {target} does not match known_hosts (possible impersonation)"
     if isinstance(exc, paramiko.AuthenticationException):
-        return f"authentication failed for {host.user or 'default user'}@{target} ({exc})"
+        key = f" with identity file {host.identity_file}" if host.identity_file else ""
+        return f"authentication failed for {host.user or 'default user'}@{target}{key} ({exc})"
     if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
         return (f"unknown host key for {target}: add it to known_hosts "
                 f"(or pass --accept-new-host-keys to trust it on first use)")
+    # paramiko gives up waiting on the handshake quietly, then asks for the host key
+    if isinstance(exc, paramiko.SSHException) and str(exc) == "No existing session":
+        if not banner:
+            return (f"no SSH banner from {target}{within}: it accepts TCP connections "
+                    f"but no sshd answers there (hung sshd, or another service on the port)")
+        return f"SSH key exchange with {target} ({banner}) not finished{within}"
+    if isinstance(exc, paramiko.SSHException) and "protocol banner" in str(exc):
+        return f"{target} closed the connection before an SSH banner (not an sshd, or sshd overloaded)"
     if isinstance(exc, OSError):
         return f"network error reaching {target}: {exc.strerror or exc}"
     return f"{type(exc).__name__}: {exc}"
+
+
+_KEY_TYPES = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
+
+
+def identity_problem(path: str) -> str | None:
+    """Why the identity file cannot be used, None if it can: checked before connecting,
+    because paramiko's own errors never name the file."""
+    p = Path(path)
+    if not p.exists():
+        return "no such file"
+    if p.is_dir():
+        return "is a directory, not a key file"
+    if not os.access(p, os.R_OK):
+        return "not readable"
+    encrypted = False
+    for kind in _KEY_TYPES:
+        try:
+            kind.from_private_key_file(str(p))
+            return None
+        except paramiko.PasswordRequiredException:
+            encrypted = True
+        except (paramiko.SSHException, ValueError):
+            pass
+    if encrypted:  # the agent may hold it unlocked; without one no passphrase can be given
+        return None if os.environ.get("SSH_AUTH_SOCK") else (
+            "encrypted, and there is no ssh-agent to unlock it (run ssh-add, or use a key "
+            "without a passphrase)")
+    return "not a private key (expected an OpenSSH or PEM ed25519, ECDSA or RSA key)"
 
 
 class _AcceptAndRemember(paramiko.MissingHostKeyPolicy):
@@ -132,13 +175,18 @@ class SSHTransport(Transport):
     def __init__(self, host: Host, known_hosts: str | None = None, accept_new: bool = False,
                  connect_timeout: float = 10):
         super().__init__(host)
-        kwargs = {}
+        self._lock = threading.Lock()
+        self._dead: str | None = None  # why the host could not be reached, once found
+        # the handshake wait (connect_timeout) ends before paramiko's banner wait, so a port
+        # that never sends a banner reads as that, not as a closed connection
+        kwargs = {"banner_timeout": connect_timeout + 5}
         if host.identity_file:
             kwargs["key_filename"] = [host.identity_file]
         self.conn = Connection(
             host.address or host.name, user=host.user, port=host.port, config=Config(),
             connect_timeout=connect_timeout, connect_kwargs=kwargs,
         )
+        self.connect_timeout = self.conn.connect_timeout  # as Fabric applies it (whole seconds)
         # Fabric hard-codes AutoAddPolicy (accept any key); reject unknown keys instead.
         client = self.conn.client
         client.load_system_host_keys()
@@ -154,10 +202,27 @@ class SSHTransport(Transport):
         return [str(Path(f).expanduser()) for f in files]
 
     def connect(self) -> None:
+        """Connect once; a host found unreachable is not contacted again in this run (each
+        later check would wait out the connect timeout for the same answer)."""
+        with self._lock:
+            if self._dead is None and not self.conn.is_connected:
+                self._dead = self._open()
+        if self._dead:
+            raise HostUnreachable(self.host.name, self._dead)
+
+    def _open(self) -> str | None:
+        """None once connected, else why not."""
+        key = self.host.identity_file
+        problem = key and identity_problem(key)
+        if problem:
+            return f"identity file {key}: {problem}"
         try:
             self.conn.open()
         except Exception as exc:  # noqa: BLE001 - every cause becomes one message
-            raise HostUnreachable(self.host.name, explain(exc, self.host)) from exc
+            t = self.conn.client.get_transport()
+            self.conn.client.close()  # paramiko may still be waiting for a banner
+            return explain(exc, self.host, self.connect_timeout, getattr(t, "remote_version", None))
+        return None
 
     def run(self, command: str, timeout: float) -> CommandResult:
         self.connect()

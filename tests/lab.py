@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 SSHD = "/usr/sbin/sshd"
@@ -348,6 +349,36 @@ class Lab:
             return self._sshd_log(h).read_text().strip() or "(sshd log empty)"
         except OSError:
             return "(no sshd log)"
+
+
+class SilentListener:
+    """A TCP port that accepts connections and never sends a byte (a hung sshd, or another
+    service on the port); `accepted` counts the connections made to it."""
+
+    def __init__(self, address: str = "127.0.0.1"):
+        self.sock = socket.create_server((address, 0))
+        self.address, self.port = self.sock.getsockname()[:2]
+        self.accepted, self._conns = 0, []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):  # closed
+            while True:
+                self._conns.append(self.sock.accept()[0])
+                self.accepted += 1
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() above
+        self.sock.close()
+        for c in self._conns:
+            c.close()
+
+    def __enter__(self) -> SilentListener:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 # -------------------------------------------------------------------- module helpers

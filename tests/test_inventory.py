@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from signoff import InputError
-from signoff.inventory import LOCAL, from_hostlist, load, local_inventory
+from signoff.inventory import LOCAL, Host, from_hostlist, load, local_inventory
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -46,12 +50,23 @@ def test_hostlist_name_in_an_entry_expands(write_inv):
 
 def test_known_hosts_is_relative_to_the_inventory_file(write_inv, tmp_path):
     sub = tmp_path / "site"
-    sub.mkdir()
+    (sub / "keys").mkdir(parents=True)
+    (sub / "keys/known").write_text("")
     inv = load(write_inv("known_hosts: keys/known\nhosts: [{name: a}]\n", name="site/inv.yaml"))
     assert inv.known_hosts == str(sub / "keys/known")
-    inv = load(write_inv("known_hosts: /etc/ssh/kh\nhosts: [{name: a}]\n"))
-    assert inv.known_hosts == "/etc/ssh/kh"
+    inv = load(write_inv(f"known_hosts: {sub}/keys/known\nhosts: [{{name: a}}]\n"))
+    assert inv.known_hosts == str(sub / "keys/known")
     assert load(write_inv("hosts: [{name: a}]\n")).known_hosts is None
+
+
+@pytest.mark.parametrize("known, why", [("keys/knwon", "no such file"), ("keys", "is a directory")])
+def test_a_known_hosts_file_that_is_not_there_is_refused(write_inv, tmp_path, known, why):
+    (tmp_path / "keys").mkdir()
+    path = write_inv(f"known_hosts: {known}\nhosts: [{{name: a}}]\n")
+    with pytest.raises(InputError) as exc:
+        load(path)
+    assert str(exc.value) == f"inventory {path}: known_hosts: {tmp_path / known}: {why}" + (
+        ", not a file" if known == "keys" else "")
 
 
 def test_from_hostlist_and_local():
@@ -76,6 +91,18 @@ def test_from_hostlist_and_local():
     ("defaults: {name: x}\nhosts: [{name: a}]\n", "defaults: unknown key 'name'"),
     ("host: [{name: a}]\n", "unknown key 'host'"),
     ("hosts:\n  - {name: 'n[1-2]', address: 1.2.3.4}\n", "hosts[0]: a hostlist name"),
+    ("hosts:\n  - {name: a, address: ''}\n", "hosts[0].address: empty"),
+    ("hosts:\n  - {name: a, address: '  '}\n", "hosts[0].address: empty"),
+    ("hosts:\n  - {name: a, address: }\n", "hosts[0].address: empty"),
+    ("defaults: {address: ''}\nhosts:\n  - {name: a}\n", "hosts[0].address: empty"),
+    ("hosts:\n  - {name: '/../../../../tmp/X', address: 1.2.3.4}\n", "hosts[0].name: hostlist '/../"),
+    ("hosts:\n  - {name: 'a/b'}\n", "hosts[0].name: hostlist 'a/b': '/' cannot be in a host name"),
+    ("hosts:\n  - {name: 'n[1-100000000]'}\n", "hosts[0].name: hostlist 'n[1-100000000]': "),
+    ("hosts:\n  - {name: a, address: 10.0.0.1}\n  - {name: b, address: 10.0.0.1, user: x}\n",
+     "hosts[1] (b) and hosts[0] (a) both reach 10.0.0.1:22"),
+    ("hosts:\n  - {name: a, address: h, port: 22}\n  - {name: b}\n  - {name: c, address: h}\n",
+     "hosts[2] (c) and hosts[0] (a) both reach h:22"),
+    ("hosts:\n  - {name: a}\n  - {name: b, address: a}\n", "hosts[1] (b) and hosts[0] (a) both reach a:22"),
 ])
 def test_errors_name_file_and_key_path(write_inv, text, where):
     path = write_inv(text)
@@ -115,3 +142,31 @@ def test_wrong_types_name_the_key(tmp_path, entry, key):
     inv.write_text(f"hosts:\n  - {entry}\n")
     with pytest.raises(InputError, match=re.escape(f"inventory {inv}: {key}")):
         load(inv)
+
+
+def test_same_address_on_other_ports_is_two_hosts(write_inv):
+    inv = load(write_inv("hosts:\n  - {name: a, address: h, port: 2201}\n"
+                         "  - {name: b, address: h, port: 2202}\n"))
+    assert [(h.name, h.port) for h in inv.hosts] == [("a", 2201), ("b", 2202)]
+
+
+def test_a_bad_host_name_is_refused_wherever_a_host_is_made(tmp_path):
+    with pytest.raises(InputError, match=r"--hosts|hostlist '/\.\./x'"):
+        from_hostlist("/../x")
+    with pytest.raises(InputError, match=r"host: '\.\./\.\./tmp/X' is not a host name"):
+        Host(name="../../tmp/X")
+
+
+def test_a_path_as_host_name_is_refused_before_any_file_is_written(tmp_path):
+    """The issue's case: this name made the controller write /tmp/<X>.json outside the report."""
+    target = Path(f"/tmp/signoff-escape-{os.getpid()}")
+    name = "/" + "../" * 16 + str(target)[1:]  # up to / from any report dir
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"hosts:\n  - {{name: '{name}', address: local}}\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--partial",
+                        "--inventory", str(inv), "--report-dir", str(tmp_path / "r"),
+                        "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    written = target.with_suffix(".json").exists()
+    target.with_suffix(".json").unlink(missing_ok=True)
+    assert not written and p.returncode == 4, p.stdout + p.stderr
+    assert f"inventory {inv}: hosts[0].name: hostlist '{name}': '/' cannot be" in p.stderr

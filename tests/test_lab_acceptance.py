@@ -25,7 +25,7 @@ def lab(tmp_path_factory):
         yield lab
 
 
-def accept(tmp_path, *args, timeout=300):
+def accept(tmp_path, *args, timeout=300, env=None):
     """Run `pytest acceptance/` as a user would; return (exit code, results.json, output)."""
     rd = tmp_path / "report"
     targets = [a for a in args if a.startswith("acceptance/")] or ["acceptance/"]
@@ -35,7 +35,8 @@ def accept(tmp_path, *args, timeout=300):
         args.append("--partial")  # these tests judge a subset on purpose
     p = subprocess.run([sys.executable, "-m", "pytest", *targets, "--report-dir", str(rd),
                         "-p", "no:cacheprovider", *args],
-                       cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+                       cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, **(env or {})})
     results = json.loads((rd / "results.json").read_text()) if (rd / "results.json").exists() else None
     # Lab hosts share this filesystem: no host's per-run temp dir may survive the run.
     left = [f["workdir"] for f in (results or {}).get("hosts", {}).values()

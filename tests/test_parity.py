@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import json
+from pathlib import Path
+
 import pytest
 
-from signoff.parity import FIELDS, deviations, majority, odd_cells, versions
+from signoff.parity import FIELDS, deviations, majority, odd_cells, same_machine, versions
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 
 
 @pytest.fixture
@@ -56,3 +62,24 @@ def test_unknown_everywhere_is_not_a_deviation():
     assert set(per_host["a"].values()) == {None}
     assert all(deviations(per_host, h) == [] for h in per_host)
     assert odd_cells(per_host) == set()
+
+
+def test_same_machine_recorded_h200s_with_a_shared_gpu_injected():
+    """Two recorded H200 machines (reports/examples) differ; one GPU UUID copied from one to
+    the other (injected: two entries reaching one machine) is named."""
+    a, b = (json.loads((EXAMPLES / n / "results.json").read_text())["hosts"]["localhost"]
+            for n in ("h200-2x", "h200-1x"))
+    assert same_machine(a, b) == []
+    b = copy.deepcopy(b)
+    b["nvidia"]["gpus"][0]["uuid"] = a["nvidia"]["gpus"][1]["uuid"]
+    assert same_machine(a, b) == ["GPU GPU-4c3dab12-3a9b-bb74-546d-ef6a19dca265"]
+
+
+def test_same_machine_needs_machine_id_boot_and_netns_equal():
+    m = {"machine_id": "m1", "boot_id": "b1", "netns": "net:[1]"}
+    one = {"machine": m, "nvidia": {"gpus": []}}
+    assert same_machine(one, copy.deepcopy(one)) == ["machine-id m1, boot b1, network namespace net:[1]"]
+    for key, other in (("boot_id", "b2"), ("netns", "net:[2]"), ("machine_id", "m2")):
+        # a cloned image (own boot), a lab namespace of one kernel (own netns): other machines
+        assert same_machine(one, {"machine": {**m, key: other}}) == []
+    assert same_machine({}, {}) == []  # unknown is never "the same"

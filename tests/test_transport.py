@@ -11,6 +11,7 @@ from pathlib import Path
 
 import paramiko
 import pytest
+from lab import SilentListener
 
 from signoff.inventory import LOCAL, Host
 from signoff.transport import (
@@ -135,5 +136,26 @@ def test_explain_other_causes():
     h = Host(name="n1", user="ops")
     assert "authentication failed for ops@n1:22" in explain(
         paramiko.AuthenticationException("no keys"), h)
-    assert explain(TimeoutError(), h) == "timed out connecting to n1:22"
+    assert explain(TimeoutError(), h, 7) == (
+        "connect to n1:22 timed out: no answer within 7 s (host down, or packets dropped)")
+    assert explain(paramiko.SSHException("No existing session"), h, 7, "SSH-2.0-x") == (
+        "SSH key exchange with n1:22 (SSH-2.0-x) not finished within 7 s")
     assert explain(ValueError("odd"), h) == "ValueError: odd"
+
+
+def test_silent_port_says_no_banner_and_is_contacted_once():
+    with SilentListener() as silent:
+        t = SSHTransport(Host(name="silent", address=silent.address, port=silent.port), connect_timeout=2)
+        causes = []
+        for call in (lambda: t.run("true", 5), lambda: t.put(Path(__file__), "/tmp/x"),
+                     lambda: t.run_stream("true", 5, print), lambda: t.run("true", 5)):
+            start = time.monotonic()
+            with pytest.raises(HostUnreachable) as exc:
+                call()
+            causes.append((exc.value.cause, time.monotonic() - start))
+        assert silent.accepted == 1  # found dead once; later calls get the same answer at once
+    first, took = causes[0]
+    assert first == (f"no SSH banner from {silent.address}:{silent.port} within 2 s: it accepts TCP "
+                     f"connections but no sshd answers there (hung sshd, or another service on the port)")
+    assert 1.5 < took < 8
+    assert all(c == first and s < 1 for c, s in causes[1:]), causes

@@ -21,6 +21,24 @@ def os_release():
         return None
 
 
+def machine():
+    """What tells this machine (and network namespace) from another host of the run: two
+    inventory entries that reach one host report the same. boot_id: a cloned image keeps
+    its machine-id but boots with its own."""
+    out = {}
+    for key, path in (("machine_id", "/etc/machine-id"), ("boot_id", "/proc/sys/kernel/random/boot_id")):
+        try:
+            with open(path) as f:
+                out[key] = f.read().strip() or None
+        except OSError:
+            out[key] = None
+    try:
+        out["netns"] = os.readlink("/proc/self/ns/net")
+    except OSError:
+        out["netns"] = None
+    return out
+
+
 def nvidia_pci_devices():
     """NVIDIA display/3D controllers on the PCI bus: evidence of GPUs even when NVML fails."""
     n, root = 0, "/sys/bus/pci/devices"
@@ -174,6 +192,7 @@ def main():
     doc = {
         "probe": "sysinfo",
         "hostname": platform.node(),
+        "machine": machine(),
         "python": platform.python_version(),
         "python_executable": sys.executable,
         "workdir": os.getcwd(),  # the run's temp dir on this host, removed at the end

@@ -1,0 +1,101 @@
+"""Hosts that cannot be reached, against real lab sshd: what the operator reads, how often a
+dead host is contacted, and two inventory names for one machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from lab import Lab, SilentListener
+from test_lab_acceptance import _only, accept, by_key
+
+from signoff.inventory import Host
+from signoff.transport import HostUnreachable, SSHTransport
+
+pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
+TIMEOUT = 3
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with Lab(tmp_path_factory.mktemp("lab"), n_hosts=2) as lab:
+        # lab2 gets the SYNs but its answers go nowhere: a blackholed host, no RST, no ICMP
+        subprocess.run(["ip", "-n", lab.hosts[1].netns, "route", "add", "blackhole",
+                        f"{lab.controller_address}/32"], check=True)
+        yield lab
+
+
+def unreachable(lab, name="lab1", key=None) -> tuple[str, float]:
+    """The cause SSHTransport gives for `name` with identity file `key`, and how long it took."""
+    h = Host(name=name, address=lab.host(name).address, user="root", identity_file=str(key or lab.user_key))
+    start = time.monotonic()
+    with pytest.raises(HostUnreachable) as exc:
+        SSHTransport(h, str(lab.known_hosts), connect_timeout=TIMEOUT).run("true", 10)
+    return exc.value.cause, time.monotonic() - start
+
+
+def test_blackholed_host_says_the_connect_timed_out(lab):
+    cause, took = unreachable(lab, "lab2")
+    assert cause == (f"connect to {lab.hosts[1].address}:22 timed out: no answer within {TIMEOUT} s "
+                     f"(host down, or packets dropped)")
+    assert TIMEOUT - 0.5 < took < TIMEOUT + 5
+
+
+def _keygen(path, passphrase=""):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-f", str(path)], check=True)
+    return path
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda d: d / "no-such-key", "no such file"),
+    (lambda d: d, "is a directory, not a key file"),
+    (lambda d: _keygen(d / "k").with_name("k.pub"), "not a private key"),
+    (lambda d: _keygen(d / "k", "secret-pass"), "encrypted, and there is no ssh-agent to unlock it"),
+])
+def test_a_bad_identity_file_is_named(lab, tmp_path, monkeypatch, make, why):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    key = make(tmp_path)
+    cause, took = unreachable(lab, key=key)
+    assert cause.startswith(f"identity file {key}: {why}"), cause
+    assert took < 1  # known before connecting
+
+
+def test_a_refused_key_is_named(lab, tmp_path):
+    key = _keygen(tmp_path / "not-authorized")
+    cause, _ = unreachable(lab, key=key)
+    assert cause.startswith(f"authentication failed for root@{lab.hosts[0].address}:22 "
+                            f"with identity file {key} "), cause
+
+
+def test_dead_hosts_are_contacted_once_and_say_why(lab, tmp_path):
+    with SilentListener() as silent:
+        inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, extra_hosts=[
+            {"name": "silent", "address": silent.address, "port": silent.port}])
+        rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "local",
+                              "--connect-timeout", str(TIMEOUT), timeout=600)
+        assert silent.accepted == 1, out  # every later check knew it dead without asking again
+    r = by_key(res)
+    for name, why in (("silent", f"no SSH banner from {silent.address}:{silent.port} within {TIMEOUT} s"),
+                      ("lab2", f"timed out: no answer within {TIMEOUT} s")):
+        mine = [v for (_, h), v in r.items() if h == name]
+        assert mine and all(v["status"] == "ERROR" and why in v["message"] for v in mine), mine
+    assert any(v["status"] == "PASS" for (_, h), v in r.items() if h == "lab1") and rc == 1
+
+
+def test_two_names_for_one_machine_fail_naming_both(lab, tmp_path):
+    """`alias` reaches lab1 through ~/.ssh/config: no address in the inventory repeats, yet
+    both names report one machine."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(f"Host alias\n  HostName {lab.hosts[0].address}\n")
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
+                                    extra_hosts=[{"name": "alias"}]), ["lab1", "alias"])
+    rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "local",
+                          "acceptance/test_versions.py", env={"HOME": str(home)})
+    r = by_key(res)
+    for me, other in (("lab1", "alias"), ("alias", "lab1")):
+        v = r[("host_unique", me)]
+        assert v["status"] == "FAIL" and f"{other} is the same machine (machine-id " in v["message"], v
+    assert rc == 1 and res["verdict"] == "FAIL"
