@@ -245,6 +245,12 @@ class StorageRun:
         k = knobs(self.profile.threshold("storage_read_small"))
         return k["files"] * (parse_size(k["file_size"]) + 4096)
 
+    def _files(self, workload: str) -> int:
+        """Inodes the workload's files take (the small files' directory too)."""
+        if workload == "seq":
+            return knobs(self.profile.threshold("storage_read_seq"))["jobs"]
+        return knobs(self.profile.threshold("storage_read_small"))["files"] + 1
+
     def _common(self, name: str) -> list[str]:
         t = self.target(name)
         return ["--path", t.path, "--runid", self.runid, "--host", name, "--min-free",
@@ -284,10 +290,11 @@ class StorageRun:
         """Every host checks its path (and, writing, its free space) and makes its run dir."""
         with self._lock:
             if self._claims is None:
-                need = 0
+                need = files = 0
                 for w in ("seq", "small"):
                     try:
                         need += self._bytes(w)
+                        files += self._files(w)
                     except InputError:  # the profile does not ask for this workload
                         pass
 
@@ -295,7 +302,7 @@ class StorageRun:
                     if not self.target(n).readonly:
                         self._touched.add(n)
                     return self._probe(n, "claim", *self._common(n), "--need", str(need),
-                                       timeout=self._timeout())
+                                       "--need-files", str(files), timeout=self._timeout())
                 self._claims = self._each(claim, self.names)
             return self._claims
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import mmap
 import os
@@ -167,6 +168,129 @@ def test_fio_and_builtin_read_the_same_files(tmp_path, workload):
     assert clean["removed"] == [str(data / ".signoff-t1-h")] and marked(data) == []
 
 
+ODD = "odd;dir:with spaces#1"  # fio splits names on ':' and cuts values at ';' and '#'
+
+
+@pytest.mark.skipif(not shutil.which("fio"), reason="fio not installed (make system)")
+@pytest.mark.parametrize("tool", ["fio", "builtin"])
+@pytest.mark.parametrize("workload", ["seq", "small"])
+def test_a_path_with_separators_and_spaces_is_measured(tmp_path, tool, workload):
+    data = tmp_path / ODD
+    data.mkdir()
+    doc = probe(tmp_path / "s", "run", "--path", str(data), "--tool", tool, "--workload", workload,
+                *SMALL)
+    assert "error" not in doc, doc
+    assert doc["tool"] == tool and doc["fallback"] is None and doc["path"] == str(data)
+    assert doc["bytes"] > 0 and doc["gbps"] > 0 and doc["cache"]["defeated"], doc
+    want_files = 2 if workload == "seq" else 256
+    assert doc["files"] == want_files
+    # fio gets a link for each name it cannot take; the links went with the read
+    assert doc["params"].get("names_linked") == (want_files if tool == "fio" else None)
+    assert marked(data) == [] and list((tmp_path / "s").glob("fio-*")) == []
+
+
+@pytest.mark.skipif(not shutil.which("fio"), reason="fio not installed (make system)")
+def test_read_only_mode_reads_existing_files_with_separators_in_their_names(tmp_path):
+    data = tmp_path / ODD
+    data.mkdir()
+    for i in range(3):
+        (data / f"shard:{i};v2 .bin").write_bytes(os.urandom(2 << 20))
+    before = snapshot(data)
+    doc = probe(tmp_path / "s", "run", "--path", str(data), "--readonly", "--size", "6M",
+                "--jobs", "2", "--runtime", "1", "--tool", "fio")
+    assert "error" not in doc, doc
+    assert doc["tool"] == "fio" and doc["files"] == 3 and doc["bytes_per_pass"] == 6 << 20
+    assert doc["params"]["names_linked"] == 3 and doc["gbps"] > 0
+    assert snapshot(data) == before
+
+
+def test_read_only_mode_refuses_a_dataset_smaller_than_the_profile_asks(tmp_path):
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    for i in range(3):
+        (data / f"big{i}").write_bytes(os.urandom(2 << 20))
+    for i in range(5):
+        (data / "sub" / f"img{i}.jpg").write_bytes(os.urandom(3000))
+    seq = probe(tmp_path / "s", "run", "--path", str(data), "--readonly", "--size", "64M",
+                "--jobs", "2", "--runtime", "1")
+    assert seq["error"] == (f"storage path {data} holds 6.0 MiB in 3 files of at least 1.0 MiB; "
+                            "the profile asks to read 64.0 MiB (size): read-only mode reads only the "
+                            "files already there, so point it at a larger dataset or lower size")
+    small = probe(tmp_path / "s", "run", "--path", str(data), "--readonly", "--workload", "small",
+                  "--files", "100", "--runtime", "1")
+    assert small["error"] == (f"storage path {data} holds 8 readable non-empty files; the profile "
+                              "asks to read 100 (files): read-only mode reads only the files already "
+                              "there, so point it at a larger dataset or lower files")
+    # what the profile asks is there: measured
+    ok = probe(tmp_path / "s", "run", "--path", str(data), "--readonly", "--size", "6M",
+               "--jobs", "2", "--runtime", "1")
+    assert "error" not in ok and ok["bytes_per_pass"] == 6 << 20
+
+
+def test_files_that_shrink_after_they_were_picked_are_no_figure(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(2):
+        (data / f"big{i}").write_bytes(os.urandom(2 << 20))
+    common = ["--path", str(data), "--runid", "t9", "--readonly", "--size", "4M", "--jobs", "2",
+              "--runtime", "1", "--tool", "builtin"]
+    assert probe(tmp_path / "s", "prepare", *common)["files"] == 2
+    for i in range(2):
+        os.truncate(data / f"big{i}", 0)  # a dataset rewritten under the read
+    doc = probe(tmp_path / "s", "read", *common)
+    assert doc["error"] == f"builtin read no data from the 2 files under {data}: nothing was measured"
+
+
+@pytest.fixture
+def few_inodes(tmp_path):
+    """A real ext4 with 64 inodes and 64 MiB, loop-mounted (bytes to spare, inodes not)."""
+    img, mnt = tmp_path / "inodes.img", tmp_path / "inodes"
+    mnt.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(64 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-N", "64", "-F", str(img)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+@root_only
+def test_inodes_running_out_is_said_so_not_space(tmp_path, few_inodes):
+    st = os.statvfs(few_inodes)
+    assert st.f_files == 64 and st.f_bavail * st.f_frsize > 50 << 20
+    # a workload of more files than there are free inodes: refused before any file is written
+    # (the run's own directory, made by the claim, takes one and is removed again)
+    doc = probe(tmp_path / "s", "run", "--path", str(few_inodes), "--workload", "small",
+                "--files", "100", "--file-size", "4K", "--runtime", "1")
+    assert doc["error"] == (f"refusing to create 101 files and directories in {few_inodes}: it has "
+                            f"{st.f_favail - 1} free inodes of 64 (df -i), and 10% (6) must stay free; "
+                            "free inodes, use fewer files in the profile, or pass --storage-readonly "
+                            "to measure existing files"), doc
+    assert marked(few_inodes) == [] and os.statvfs(few_inodes).f_favail == st.f_favail
+    # every inode taken by someone else: the write fails with ENOSPC and says inodes
+    fill = few_inodes / "fill"
+    fill.mkdir()
+    try:
+        for i in range(100):
+            (fill / str(i)).touch()
+    except OSError as exc:
+        assert exc.errno == 28  # ENOSPC
+    assert os.statvfs(few_inodes).f_favail == 0
+    doc = probe(tmp_path / "s", "claim", "--path", str(few_inodes), "--runid", "t8", "--host", "h",
+                "--min-free", "0%")
+    assert doc["error"].startswith(f"refusing to create 1 files and directories in {few_inodes}: "
+                                   "it has 0 free inodes of 64 (df -i); free inodes"), doc
+    assert marked(few_inodes) == []
+    # what an ENOSPC met while writing (another writer took the inodes after the check) says
+    spec = importlib.util.spec_from_file_location("storage_probe", PROBE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    why = mod.no_space(str(few_inodes))
+    assert why.startswith("ran out of inodes (df -i: 0 free of 64; ") and "MiB still free" in why, why
+
+
 def test_refuses_too_large_a_write_before_writing_anything(tmp_path):
     doc = probe(tmp_path / "s", "claim", "--path", str(tmp_path), "--runid", "t2", "--need", "100T")
     assert doc["error"].startswith(f"refusing to write 100.0 TiB to {tmp_path}: it would leave")
@@ -283,7 +407,7 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
             ("storage_read_seq", ", size: 64M, jobs: 2, iodepth: 4, runtime: 1"),
             ("storage_read_small", ", files: 256, file_size: 64K, jobs: 2, runtime: 1"),
             ("storage_read_aggregate", ", runtime: 1, node_min: 5000")]))
-    data = tmp_path / "data"
+    data = tmp_path / ODD  # measured with the built-in reader whatever its name holds
     data.mkdir()
     rc, res, out = accept(tmp_path, "-k", "storage", "--profile", str(prof), "--storage-path",
                           str(data), "--storage-tool", "builtin")

@@ -1,6 +1,7 @@
 """Storage checks run for real over SSH on lab hosts that share this machine's filesystem:
-the aggregate read of every host at once, bad paths, a full filesystem, read-only mode,
-a RAM-backed path, and Ctrl-C in the middle of a read."""
+the aggregate read of every host at once, bad paths, a full filesystem, read-only mode (a
+dataset large enough, and one too small), a RAM-backed path, a path with ';', ':' and a space,
+a filesystem out of inodes, and Ctrl-C in the middle of a read."""
 
 from __future__ import annotations
 
@@ -19,22 +20,34 @@ from test_storage import marked, snapshot
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 
 
+ODD = "odd;dir:with spaces"  # fio splits names on ':' and ends a value at ';'
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     """Mounts first (lab hosts get a copy of the mount table when their sshd starts), then
-    the lab: a read-only dataset, a 16 MiB tmpfs (too small), a 256 MiB tmpfs (RAM)."""
+    the lab: a read-only dataset (under a name with ';', ':' and a space) as large as the
+    `local` profile asks, a smaller one, a 16 MiB tmpfs (too small), a 256 MiB tmpfs (RAM),
+    and a 512 MiB ext4 with 64 inodes (bytes to spare, inodes not)."""
     base = tmp_path_factory.mktemp("storage")
-    d = {k: base / k for k in ("data", "ro", "full", "ram", "shared")}
+    d = {k: base / k for k in ("data", "few", "full", "ram", "shared", "inodes")}
+    d["ro"] = base / f"ro {ODD}"
     for p in d.values():
         p.mkdir()
-    (d["data"] / "sub").mkdir()
-    for i in range(3):
-        (d["data"] / f"big{i}.bin").write_bytes(os.urandom(4 << 20))
-    for i in range(60):
-        (d["data"] / "sub" / f"img{i}.jpg").write_bytes(os.urandom(20000 + 53 * i))
+    for data, big, small in ((d["data"], 3, 520), (d["few"], 1, 10)):
+        (data / "sub").mkdir()
+        for i in range(big):
+            (data / f"big{i}.bin").write_bytes(os.urandom(48 << 20 if small > 10 else 4 << 20))
+        for i in range(small):
+            (data / "sub" / f"img{i}.jpg").write_bytes(os.urandom(20000 + 53 * i))
+    img = base / "inodes.img"
+    with open(img, "wb") as f:
+        f.truncate(512 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-N", "64", "-F", str(img)], check=True)
     mounts = [["--bind", "-o", "ro", str(d["data"]), str(d["ro"])],
               ["-t", "tmpfs", "-o", "size=16m", "tmpfs", str(d["full"])],
-              ["-t", "tmpfs", "-o", "size=256m", "tmpfs", str(d["ram"])]]
+              ["-t", "tmpfs", "-o", "size=256m", "tmpfs", str(d["ram"])],
+              ["-o", "loop", str(img), str(d["inodes"])]]
     done = []
     try:
         for m in mounts:
@@ -111,26 +124,72 @@ def test_bad_path_read_only_mount_and_full_filesystem_are_refused(env, tmp_path)
 def test_read_only_dataset_is_measured_and_ram_is_not_storage(env, tmp_path):
     lab, d = env
     before = snapshot(d["data"])
-    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
         "lab1": {"storage_path": str(d["ro"]), "storage_readonly": True},
-        "lab2": {"storage_path": str(d["ram"])}}), ["lab1", "lab2"])
+        "lab2": {"storage_path": str(d["ram"])},
+        "lab3": {"storage_path": str(d["few"]), "storage_readonly": True}})
     rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", "local")
     assert rc == 1
     r = by_key(res)
     seq, small = r[("storage_read_seq", "lab1")], r[("storage_read_small", "lab1")]
     assert seq["status"] == "PASS" and seq["details"]["readonly"] and seq["details"]["tool"] == "fio"
-    assert seq["details"]["files"] == 3  # the dataset's large files (128 MiB asked, 12 there)
+    assert seq["details"]["path"] == str(d["ro"]) and seq["details"]["params"]["names_linked"] == 3
+    # the dataset's large files hold what the profile asks (128 MiB): 3 x 48 MiB
+    assert seq["details"]["files"] == 3 and seq["details"]["bytes_per_pass"] == 144 << 20, seq
     assert small["status"] == "PASS" and small["details"]["tool"] == "builtin"
-    assert small["details"]["files"] == 63 and "arbitrary sizes" in small["details"]["fallback"]
+    assert small["details"]["files"] == 512 and "arbitrary sizes" in small["details"]["fallback"]
     for c in ("storage_read_seq", "storage_read_small"):
         x = r[(c, "lab2")]
         assert x["status"] == "ERROR" and x["measured"] > 0, x
         assert "is not a storage figure: the page cache could not be bypassed (tmpfs is " \
                "RAM-backed" in x["message"]
+    # a dataset smaller than the profile asks is not measured: how much is there, and where
+    few = {c: r[(c, "lab3")] for c in ("storage_read_seq", "storage_read_small")}
+    assert few["storage_read_seq"]["status"] == "ERROR" and few["storage_read_seq"]["message"] == (
+        f"lab3: storage path {d['few']} holds 4.0 MiB in 1 files of at least 1.0 MiB; the profile "
+        "asks to read 128.0 MiB (size): read-only mode reads only the files already there, so point "
+        "it at a larger dataset or lower size"), few
+    assert few["storage_read_small"]["status"] == "ERROR" and few["storage_read_small"]["message"] \
+        .startswith(f"lab3: storage path {d['few']} holds 11 readable non-empty files; the profile "
+                    "asks to read 512 (files)"), few
     agg = aggregate(res)
-    assert agg["status"] == "ERROR" and "could not be bypassed on lab2" in agg["message"], agg
+    assert agg["status"] == "ERROR" and "lab3: storage path" in agg["message"], agg
     assert snapshot(d["data"]) == before
     assert marked(d["ram"]) == []
+
+
+def test_odd_path_is_measured_by_fio_and_inodes_running_out_is_named(env, tmp_path):
+    """A shared path with ';', ':' and a space is read by fio on every host; the host whose
+    path has no inodes left ERRORs saying so, and so does the aggregate: never a FAIL."""
+    lab, d = env
+    odd = d["shared"] / ODD
+    odd.mkdir()
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
+        "lab1": {"storage_path": str(odd)}, "lab2": {"storage_path": str(odd)},
+        "lab3": {"storage_path": str(d["inodes"])}})
+    free = os.statvfs(d["inodes"])
+    rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", "local",
+                          "--storage-tool", "fio")
+    assert rc == 1
+    r = by_key(res)
+    for h in ("lab1", "lab2"):
+        for c in ("storage_read_seq", "storage_read_small"):
+            x = r[(c, h)]
+            assert x["status"] == "PASS" and x["measured"] > 0.1, x
+            assert x["details"]["tool"] == "fio" and x["details"]["path"] == str(odd), x
+            assert x["details"]["params"]["names_linked"] > 0
+    for c in ("storage_read_seq", "storage_read_small"):
+        x = r[(c, "lab3")]
+        assert x["status"] == "ERROR" and x["message"] == (
+            f"lab3: refusing to create 516 files and directories in {d['inodes']}: it has "
+            f"{free.f_favail} free inodes of {free.f_files} (df -i), and 10% (6) must stay free; "
+            "free inodes, use fewer files in the profile, or pass --storage-readonly to measure "
+            "existing files"), x
+    agg = aggregate(res)
+    assert agg["status"] == "ERROR" and agg["message"].startswith(
+        "all hosts: the aggregate read needs every host: lab3: refusing to create 516 files"), agg
+    assert marked(odd) == [] and marked(d["inodes"]) == []
+    assert os.statvfs(d["inodes"]).f_favail == free.f_favail
 
 
 def test_ctrl_c_during_the_read_leaves_no_files_and_no_probe(env, tmp_path):

@@ -49,7 +49,9 @@ NETWORK_FS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph",
 # Filesystems whose own cache may answer O_DIRECT reads (ZFS before 2.3 ignores O_DIRECT).
 OWN_CACHE_FS = ("zfs",)
 RAM_FS = ("tmpfs", "ramfs")  # the page cache is where their files live
-FIO_UNSAFE = re.compile(r"[:$\\\n\r\t]")  # fio would split, expand or mangle such names
+# Names fio cannot take as they are: it splits filename= on ':', ends a value at ';' or '#'
+# (even on its command line), expands '$', and strips blanks at the ends: fio gets a link.
+FIO_UNSAFE = re.compile(r"[:;#$\\\x00-\x1f\x7f]|\s$")
 WALK_LIMIT = 200000
 OWNED = []  # what this process created: removed again on a refusal, an error or a signal
 
@@ -152,6 +154,22 @@ def space(path):
     return s.f_bavail * s.f_frsize, s.f_blocks * s.f_frsize
 
 
+def inodes(path):
+    """(free, total) inodes; total 0: the filesystem has no fixed inode count (btrfs, NFS)."""
+    s = os.statvfs(path)
+    return s.f_favail, s.f_files
+
+
+def no_space(path):
+    """What ENOSPC meant: the inodes ran out (bytes may be free), or the bytes did."""
+    free_i, total_i = inodes(path)
+    if total_i and not free_i:
+        avail, total = space(path)
+        return "ran out of inodes (df -i: 0 free of %d; %s of %s still free)" \
+            % (total_i, human(avail), human(total))
+    return "ran out of space"
+
+
 def margin_bytes(min_free, total):
     text = str(min_free).strip()
     if text.endswith("%"):
@@ -159,7 +177,19 @@ def margin_bytes(min_free, total):
     return parse_size(text), human(parse_size(text))
 
 
-def check_space(path, need, min_free, what):
+def check_space(path, need, min_free, what, files=0):
+    """Refuse before writing when the bytes, or the inodes for `files` new entries, would
+    leave less than the margin free (a percentage margin applies to inodes too)."""
+    free_i, total_i = inodes(path)
+    if total_i and files:
+        text = str(min_free).strip()
+        keep = int(total_i * float(text[:-1]) / 100) if text.endswith("%") else 0
+        if free_i - files < keep:
+            raise Refused("refusing to create %d files and directories in %s: it has %d free inodes "
+                          "of %d (df -i)%s; free inodes, use fewer files in the profile, or pass "
+                          "--storage-readonly to measure existing files"
+                          % (files, path, free_i, total_i,
+                             ", and %s (%d) must stay free" % (text, keep) if keep else ""))
     avail, total = space(path)
     margin, label = margin_bytes(min_free, total)
     if avail - need < margin:
@@ -297,7 +327,7 @@ def cmd_claim(a):
     if a.readonly:
         return doc
     need = parse_size(a.need)
-    doc["free"] = check_space(path, need, a.min_free, human(need))
+    doc["free"] = check_space(path, need, a.min_free, human(need), files=a.need_files + 1)
     d = own_dir(path, a.runid, a.host)
     try:
         os.mkdir(d, 0o700)
@@ -305,7 +335,8 @@ def cmd_claim(a):
     except FileExistsError:
         raise Refused("%s already exists: refusing to touch it" % d) from None
     except OSError as exc:
-        raise Refused("storage path %s: cannot create %s (%s)" % (path, d, exc.strerror)) from None
+        why = no_space(path) if exc.errno == errno.ENOSPC else exc.strerror
+        raise Refused("storage path %s: cannot create %s (%s)" % (path, d, why)) from None
     doc["dir"] = d
     return doc
 
@@ -355,7 +386,7 @@ def select_existing(path, a):
             continue
         for e in entries:
             seen += 1
-            if e.name.startswith(MARK) or FIO_UNSAFE.search(e.path):
+            if e.name.startswith(MARK):
                 continue
             try:
                 if e.is_dir(follow_symlinks=False):
@@ -386,6 +417,18 @@ def select_existing(path, a):
             break
         out.append(f)
         total += f[1]
+    # A figure from a fraction of the data the profile asks for is not its measurement.
+    walked = " (the first %d entries looked at)" % WALK_LIMIT if seen >= WALK_LIMIT else ""
+    if want is not None and total < want:
+        raise Refused("storage path %s holds %s in %d files of at least %s%s; the profile asks to "
+                      "read %s (size): read-only mode reads only the files already there, so "
+                      "point it at a larger dataset or lower size" % (
+                          path, human(total), len(out), human(bs), walked, human(want)))
+    if want is None and len(out) < a.files:
+        raise Refused("storage path %s holds %d readable non-empty files%s; the profile asks to "
+                      "read %d (files): read-only mode reads only the files already there, so "
+                      "point it at a larger dataset or lower files" % (
+                          path, len(out), walked, a.files))
     return out
 
 
@@ -405,7 +448,8 @@ def cmd_prepare(a):
         need = sum(s for _, s in names) + 4096 * len(names)
         sharers = max(1, sum(1 for n in os.listdir(path) if n.startswith("%s%s-" % (MARK, a.runid))))
         what = human(need) + (" (x %d hosts sharing it)" % sharers if sharers > 1 else "")
-        doc["free"] = check_space(path, need * sharers, a.min_free, what)
+        doc["free"] = check_space(path, need * sharers, a.min_free, what,
+                                  files=(len(names) + 1) * sharers)
         doc["sharers"] = sharers
         pattern = _pattern()
         files = []
@@ -419,8 +463,8 @@ def cmd_prepare(a):
                 files.append((p, size))
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                raise Refused("ran out of space writing %s to %s (the files written are removed)"
-                              % (human(need), path)) from None
+                raise Refused("%s writing %s to %s (the files written are removed)"
+                              % (no_space(path), human(need), path)) from None
             raise
         sync_fs(d)
         drop_pages([p for p, _ in files])
@@ -758,6 +802,28 @@ def fio_version():
 
 
 def fio_read(files, a):
+    """fio on the files; a name fio cannot take is given to it as a symlink in the probe's
+    own dir (never under the storage path), removed again after the read."""
+    links = os.path.join(a.state_dir, "fio-%s-%s.links" % (a.runid, a.workload))
+    named = []
+    try:
+        for i, (p, size) in enumerate(files):
+            if FIO_UNSAFE.search(p):
+                if not os.path.isdir(links):
+                    os.mkdir(links, 0o700)
+                p = os.path.join(links, str(i))
+                os.symlink(files[i][0], p)
+            named.append((p, size))
+        res = _fio(named, a)
+    finally:
+        shutil.rmtree(links, ignore_errors=True)
+    linked = sum(1 for x, y in zip(named, files) if x != y)
+    if linked:
+        res["params"]["names_linked"] = linked  # fio read these through symlinks
+    return res
+
+
+def _fio(files, a):
     """fio --readonly on the same files, one job per reader, JSON output and bw logs."""
     bs = parse_size(a.bs)
     seq = a.workload == "seq"
@@ -892,6 +958,9 @@ def cmd_read(a):
                              "RAM-backed filesystem)" % (100 * res))
         cache["note"] = ("no O_DIRECT (%s); " % why + cache["note"]).rstrip("; ")
     res = fio_read(files, a) if tool == "fio" else builtin_read(files, a, direct, not direct)
+    if not res["bytes"]:  # e.g. files truncated since they were picked: 0 GB/s is no figure
+        raise Refused("%s read no data from the %d files under %s: nothing was measured"
+                      % (res["tool"], len(files), man["path"]))
     res.update(workload=a.workload, path=man["path"], readonly=man["readonly"], fs=fs,
                cache=cache, fallback=fallback, files=len(files),
                bytes_per_pass=sum(s for _, s in files))
@@ -939,6 +1008,7 @@ def build_parser():
     ap.add_argument("--runtime", type=int, default=10, help="seconds of reading (0: one pass)")
     ap.add_argument("--start-at", type=float, default=0, help="epoch time to start reading at")
     ap.add_argument("--need", default="0", help="claim: bytes this host will write")
+    ap.add_argument("--need-files", type=int, default=0, help="claim: files this host will create")
     ap.add_argument("--min-free", default="10%", help="keep this much free (percent or size)")
     ap.add_argument("--shard", type=int, default=0, help="read-only: this host's index")
     ap.add_argument("--shards", type=int, default=1, help="read-only: number of hosts")
