@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from signoff import InputError, soak, soakplots
-from signoff.check import not_applicable
+from signoff.check import class_guard, not_applicable
 from signoff.fleet import ProbeError
 from signoff.plugin import STATE, HostView
+from signoff.profiles import matches
 from signoff.soakrun import SoakRunner
 
 # Under xdist, keep every soak test on one worker (--dist loadgroup): one soak per host.
@@ -61,8 +62,11 @@ def soak_run(request, fleet, profile):
                         startup_s=config.getoption("probe_timeout"))
     runner.say = _say(config)
     facts = fleet.all_facts()
-    runner.start([n for n in _soak_hosts(request.session)
-                  if isinstance(facts.get(n), dict) and HostView(n, facts[n], None).gpus])
+    views = [HostView(n, facts[n], None) for n in _soak_hosts(request.session)
+             if isinstance(facts.get(n), dict)]
+    # a host that fails the class guard is not soaked (its tests are NOT RUN, naming the guard)
+    runner.profile = profile
+    runner.start([v.name for v in views if v.gpus and not matches(profile, v.hardware)])
     if plan["notes"]:
         runner.say("soak: " + "; ".join(plan["notes"]))
     if runner.hosts:
@@ -73,6 +77,7 @@ def soak_run(request, fleet, profile):
 
 
 def soaked(host, soak_run):
+    class_guard(soak_run.profile, [host], "soaked")
     if host.name not in soak_run.hosts:
         raise ProbeError(f"{host}: no soak was started on this host")
     every = max(10.0, min(60.0, soak_run.plan["duration"] / 20))
