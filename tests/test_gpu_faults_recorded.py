@@ -147,5 +147,7 @@ def test_sysinfo_keeps_unreadable_links_and_reads_power_limits():
                          nvmlDeviceGetPowerManagementDefaultLimit=lambda h: 400000,
                          nvmlDeviceGetPowerManagementLimitConstraints=lambda h: (100000, 400000))
     assert probe.nvlinks(nv, None) == {"links": 12, "up": 11, "unreadable": {"5": "Unknown: Unknown Error"}}
+    nv.nvmlDeviceGetNvLinkState = lambda h, link: state(h, 5)  # no link readable at all
+    assert probe.nvlinks(nv, None)["links"] == 0 and len(probe.nvlinks(nv, None)["unreadable"]) == 18
     assert probe.power_limits(nv, None) == {"enforced_w": 350.0, "limit_w": 350.0, "default_w": 400.0,
                                             "min_w": 100.0, "max_w": 400.0}

@@ -83,7 +83,10 @@ def nvlinks(nv, h):
             continue  # this link does not exist on the GPU
         except Exception as exc:  # noqa: BLE001
             unreadable[str(link)] = ("%s: %s" % (type(exc).__name__, exc)).strip()
-    return {"links": len(states) + len(unreadable), "up": sum(states), "unreadable": unreadable}
+    # every query failing is a GPU without reachable NVLink (a PCIe card, a 1-GPU VM slice):
+    # no links, the errors kept; a class that needs NVLink fails on them
+    return {"links": len(states) + (len(unreadable) if states else 0), "up": sum(states),
+            "unreadable": unreadable}
 
 
 def power_limits(nv, h):
