@@ -15,7 +15,13 @@ HOST_OPTS := $(if $(INVENTORY),--inventory $(INVENTORY),) $(if $(HOSTS),--hosts 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch pinned: an unpinned torch pulls a multi-GB CUDA build onto the controller
+	# no torch: the controller needs none; probes run in the training environment (--python)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# The suite's own tests run probes (gloo all-reduce, the soak loop) in this venv: torch pinned,
+# as an unpinned torch pulls a multi-GB CUDA build.
+$(VENV)/.installed-probe: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[probe,dev]'
 	touch $@
 
@@ -31,7 +37,7 @@ system:
 accept: venv
 	$(PY) -m pytest acceptance/ --profile $(PROFILE) $(HOST_OPTS) $(ARGS)
 
-test: system venv
+test: system $(VENV)/.installed-probe
 	$(PY) -m pytest tests/ -q $(ARGS)
 
 lint: venv

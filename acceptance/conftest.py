@@ -1,6 +1,7 @@
 import pytest
 
-from signoff.check import not_applicable
+from signoff.check import class_guard, not_applicable
+from signoff.plugin import HostView
 
 
 @pytest.fixture
@@ -17,3 +18,17 @@ def gpus(host, profile) -> list[dict]:
         pytest.fail(f"{host}: no NVIDIA GPU ({why}); profile {profile.name} expects "
                     f"{profile.describe_class()}", pytrace=False)
     not_applicable(f"{host} has no NVIDIA GPU ({why}) and profile {profile.name} needs none")
+
+
+@pytest.fixture
+def of_class(host, profile) -> None:
+    """Heavy measurements (all-reduce sweeps, P2P) run at the profile's sizes only on a host of
+    its class: elsewhere NOT RUN, naming the guard that failed."""
+    class_guard(profile, [host])
+
+
+@pytest.fixture
+def fleet_of_class(fleet, profile) -> None:
+    """The same for a measurement over every host at once (the multi-node all-reduce)."""
+    class_guard(profile, [HostView(n, f, None) for n, f in fleet.all_facts().items()
+                          if isinstance(f, dict)])

@@ -31,12 +31,48 @@ def test_gpu_count(host, gpus, profile, check):
 def test_nvlink_up(host, gpus, profile, check):
     if profile.hardware.get("interconnect") != "nvlink":
         not_applicable(f"profile {profile.name} does not require NVLink")
-    bad = [f"GPU {g['index']} has {g['nvlink']['up']}/{g['nvlink']['links']} NVLinks up"
-           for g in gpus if not g["nvlink"]["links"] or g["nvlink"]["up"] < g["nvlink"]["links"]]
+    want = profile.hardware.get("nvlinks")  # links per GPU of the class
+    bad = []
+    for g in gpus:
+        nvl = g["nvlink"]
+        unread = nvl.get("unreadable") or {}
+        if unread:
+            bad.append(f"GPU {g['index']} NVLink state unreadable on link(s) " + ", ".join(
+                f"{k} ({v})" for k, v in sorted(unread.items(), key=lambda kv: int(kv[0]))))
+        if want and nvl["links"] < want:
+            bad.append(f"GPU {g['index']} has {nvl['up']}/{nvl['links']} NVLinks up, "
+                       f"{want} expected")
+        elif not nvl["links"] or nvl["up"] < nvl["links"] - len(unread):
+            bad.append(f"GPU {g['index']} has {nvl['up']}/{nvl['links']} NVLinks up")
     up = sum(g["nvlink"]["up"] for g in gpus)
-    check.require(bad, f"{up} links up", "every NVLink of every GPU up", f"profile {profile.name}",
+    expected = f"{want} NVLinks per GPU, every one up" if want else "every NVLink of every GPU up"
+    check.require(bad, f"{up} links up", expected, f"profile {profile.name}",
                   cause="a link is down or the GPUs are PCIe-only",
                   details={g["index"]: g["nvlink"] for g in gpus})
+
+
+def test_power_limit(host, gpus, profile, check):
+    """The enforced power limit is the class's rated one: an admin cap (nvidia-smi -pl) below
+    it holds every GPU at SW power cap, slow yet cool, which no soak threshold would notice."""
+    # a profile without a class (local) has no rated figure: the GPU's own default is the floor
+    t = profile.threshold("power_limit") if profile.gpu_required or "power_limit" in profile.criteria \
+        else None
+    power = {g["index"]: g.get("power") or {} for g in gpus}
+    unread = [i for i, p in power.items() if p.get("enforced_w") is None
+              or (t is None and p.get("default_w") is None)]
+    if unread:
+        raise ProbeError(f"{host}: NVML could not read the power limits of GPU(s) {unread}: "
+                         f"{ {i: power[i] for i in unread} }")
+    bad = [f"GPU {i} enforced power limit {p['enforced_w']:g} W < {t.value:g} W"
+           for i, p in power.items() if t and not t.ok(p["enforced_w"])]
+    bad += [f"GPU {i} capped at {p['enforced_w']:g} W, below its default {p['default_w']:g} W"
+            for i, p in power.items() if p.get("default_w") and p["enforced_w"] < p["default_w"]
+            and (t is None or t.ok(p["enforced_w"]))]
+    check.require(bad, min(p["enforced_w"] for p in power.values()),
+                  f"every GPU's enforced power limit {t.expected + ' and ' if t else ''}"
+                  f"not below its default", t.source if t else RULE,
+                  cause="an admin power cap (nvidia-smi -pl) or a lower-power variant of the GPU",
+                  details=power)
 
 
 def test_ecc_enabled(host, gpus, check):
@@ -70,23 +106,32 @@ def test_row_remap(host, gpus, profile, check):
                   details=rows)
 
 
-def test_pcie_link(host, gpus, check):
-    bad, idle = [], False
+def test_pcie_link(host, gpus, profile, check):
+    # NVML's max gen/width are what "this device and system" allow: a Gen5 GPU in a Gen4
+    # slot reads max Gen4. The GPU's own max gen and the profile's class are the target.
+    bad, idle, slot = [], False, False
     for g in gpus:
         p = g["pcie"]
         if None in (p["gen"], p["width"], p["max_gen"], p["max_width"]):
             raise ProbeError(f"{host}: NVML could not read the PCIe link of GPU {g['index']}: {p}")
-        if p["gen"] < p["max_gen"] or p["width"] < p["max_width"]:
-            bad.append(f"GPU {g['index']} PCIe Gen{p['gen']} x{p['width']} "
-                       f"< Gen{p['max_gen']} x{p['max_width']}")
+        if p.get("gpu_max_gen") is None and not profile.hardware.get("pcie_gen"):
+            raise ProbeError(f"{host}: NVML could not read GPU {g['index']}'s own maximum PCIe "
+                             f"generation and profile {profile.name} sets no hardware.pcie_gen")
+        gen = max(x for x in (p["max_gen"], p.get("gpu_max_gen"), profile.hardware.get("pcie_gen")) if x)
+        width = max(p["max_width"], profile.hardware.get("pcie_width") or 0)
+        if p["gen"] < gen or p["width"] < width:
+            limited = p["max_gen"] < gen or p["max_width"] < width  # a fact, loaded or not
+            bad.append(f"GPU {g['index']} PCIe Gen{p['gen']} x{p['width']} < Gen{gen} x{width}"
+                       + (f" (slot/system max Gen{p['max_gen']} x{p['max_width']})" if limited else ""))
+            slot |= limited
             idle |= not p["under_load"]
-    if bad and idle:
+    if bad and idle and not slot:
         # Idle links downshift on purpose: without load the reading proves nothing.
         raise ProbeError(f"{host}: {'; '.join(bad)}, read at idle (torch could not load the "
                          f"GPUs), inconclusive")
     g0 = gpus[0]["pcie"]
-    check.require(bad, f"Gen{g0['gen']} x{g0['width']}", "every GPU at its maximum PCIe "
-                  "generation and width under load", RULE,
+    check.require(bad, f"Gen{g0['gen']} x{g0['width']}", "every GPU at its own maximum PCIe "
+                  "generation and width (and the profile's) under load", RULE,
                   cause="a riser, slot or BIOS setting limits the link",
                   details={g["index"]: g["pcie"] for g in gpus})
 

@@ -73,6 +73,7 @@ def test_net_pair_bandwidth(pair, pairs, network, profile, check):
                  cause=cause, details=res)
 
 
+@pytest.mark.usefixtures("fleet_of_class")
 def test_multinode_allreduce(fleet, network, profile, check, pytestconfig):
     names = fleet.names
     if len(names) < 2:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from signoff import InputError, soak, soakplots
-from signoff.check import not_applicable
+from signoff.check import class_guard, not_applicable
 from signoff.fleet import ProbeError
 from signoff.plugin import STATE, HostView
+from signoff.profiles import matches
 from signoff.soakrun import SoakRunner
 
 # Under xdist, keep every soak test on one worker (--dist loadgroup): one soak per host.
@@ -61,8 +62,11 @@ def soak_run(request, fleet, profile):
                         startup_s=config.getoption("probe_timeout"))
     runner.say = _say(config)
     facts = fleet.all_facts()
-    runner.start([n for n in _soak_hosts(request.session)
-                  if isinstance(facts.get(n), dict) and HostView(n, facts[n], None).gpus])
+    views = [HostView(n, facts[n], None) for n in _soak_hosts(request.session)
+             if isinstance(facts.get(n), dict)]
+    # a host that fails the class guard is not soaked (its tests are NOT RUN, naming the guard)
+    runner.profile = profile
+    runner.start([v.name for v in views if v.gpus and not matches(profile, v.hardware)])
     if plan["notes"]:
         runner.say("soak: " + "; ".join(plan["notes"]))
     if runner.hosts:
@@ -73,6 +77,7 @@ def soak_run(request, fleet, profile):
 
 
 def soaked(host, soak_run):
+    class_guard(soak_run.profile, [host], "soaked")
     if host.name not in soak_run.hosts:
         raise ProbeError(f"{host}: no soak was started on this host")
     every = max(10.0, min(60.0, soak_run.plan["duration"] / 20))
@@ -144,10 +149,14 @@ def test_soak_throttle(host, gpus, profile, soak_run, check, attach):
     hs = soaked(host, soak_run)
     t = profile.threshold("soak_throttle")
     fail = tuple(t.extra.get("reasons") or soak.FAIL_REASONS)
-    v = _judge(soak.judge_throttle, host, hs.series, fail)
+    rated = profile.criteria.get("power_limit")  # the power_limit check ERRORs where it is missing
+    v = _judge(soak.judge_throttle, host, hs.series, fail,
+               [g.get("power_limit_w") for g in hs.header["gpus"]], rated.value if rated else None)
     _notes(attach, v, "clock-event reasons reported, not failed")
     bad = v.failures if not t.ok(v.measured) else []
-    causes = sorted({soak.REASON_CAUSE.get(n, n) for r in v.details["gpus"] for n in r["failing"]})
+    causes = sorted({soak.REASON_CAUSE.get(n, n) for r in v.details["gpus"] for n in r["failing"]}
+                    | ({"an admin power cap below the class's rated limit (nvidia-smi -pl)"}
+                       if any("an admin cap" in f for f in v.failures) else set()))
     check.require(bad, v.measured, f"samples with {', '.join(fail)} {t.expected}", t.source,
                   cause="; ".join(causes), details=_details(hs, v, soak_run.plan))
 
@@ -167,10 +176,7 @@ def test_soak_clock_stability(host, gpus, profile, soak_run, check):
 
 
 def test_soak_gemm_tflops(host, gpus, profile, soak_run, check):
-    t = profile.criteria.get("soak_gemm_tflops")
-    if t is None:
-        not_applicable(f"profile {profile.name} has no measured GEMM rate for its class: "
-                       f"only stragglers are judged (soak_gemm_straggler)")
+    t = profile.threshold("soak_gemm_tflops")  # no figure for the class: ERROR, never N.A.
     hs = soaked(host, soak_run)
     plan = soak_run.plan
     v = _judge(soak.judge_gemm, host, hs.series, plan["warmup"], t.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from signoff.profiles import Threshold
+from signoff.profiles import Threshold, matches
 
 NA_PREFIX = "N.A.:"
 
@@ -13,6 +13,16 @@ NA_PREFIX = "N.A.:"
 def not_applicable(reason: str):
     """A check that does not apply to this host under this profile (never counted as PASS)."""
     pytest.skip(f"{NA_PREFIX} {reason}")
+
+
+def class_guard(profile, views, what: str = "measured") -> None:
+    """NOT RUN (a skip without the N.A. prefix) when any of these hosts (HostViews) fails the
+    profile's class guard (gpu_model, gpu_count, NVLink): a heavy measurement at another
+    class's sizes proves nothing, and the class checks FAIL those hosts already."""
+    why = [f"{v}: {'; '.join(w)}" for v in views if (w := matches(profile, v.hardware))]
+    if why:
+        pytest.skip(f"not run: class guard of profile {profile.name} ({profile.describe_class()}) "
+                    f"failed for {', '.join(why)}: not {what} at that class's sizes")
 
 
 class Check:

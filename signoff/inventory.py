@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import sys
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,9 +51,14 @@ class Inventory:
     source: str = "default"
 
 
-def local_inventory() -> Inventory:
-    """The embedded default: this machine, no SSH, the controller's own Python."""
-    return Inventory([Host(name="localhost", address=LOCAL, python=sys.executable)])
+def local_inventory(python: str = "python3") -> Inventory:
+    """The embedded default: this machine, no SSH, probed with `python` (--python: the user's
+    training environment, default the python3 on PATH), never the controller's own venv."""
+    found = shutil.which(python)
+    if not found:
+        raise InputError(f"--python {python}: not found on PATH ({os.environ.get('PATH', '')}): "
+                         f"name the training environment's interpreter, e.g. --python /opt/venv/bin/python")
+    return Inventory([Host(name="localhost", address=LOCAL, python=os.path.abspath(found))])
 
 
 def from_hostlist(text: str, user: str | None = None, python: str = "python3") -> Inventory:

@@ -51,7 +51,8 @@ def pytest_addoption(parser):
                 help="hosts to check, comma list with Slurm ranges: node[01-16],gpu[1,3-5]")
     g.addoption("--inventory", default=None, help="inventory YAML (hosts, users, keys, python)")
     g.addoption("--python", default="python3",
-                help="interpreter the probes use on --hosts hosts (default python3)")
+                help="interpreter the probes use on --hosts hosts and on this machine by default: "
+                     "the training environment (default python3 on PATH, not the controller's venv)")
     g.addoption("--ssh-user", default=None, help="SSH user for --hosts hosts")
     g.addoption("--accept-new-host-keys", action="store_true", default=False,
                 help="trust unknown SSH host keys (default: reject hosts not in known_hosts)")
@@ -116,7 +117,7 @@ def _load_inventory(config) -> inventory.Inventory:
     if config.getoption("hosts"):
         return inventory.from_hostlist(config.getoption("hosts"), config.getoption("ssh_user"),
                                        config.getoption("python"))
-    return inventory.local_inventory()
+    return inventory.local_inventory(config.getoption("python"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -151,6 +152,7 @@ def pytest_configure(config):
         "profile_class": prof.describe_class() if prof else "",
         "inventory": inv.source,
         "hosts": [h.name for h in inv.hosts],
+        "probe_python": {h.name: h.python for h in inv.hosts},  # the interpreter each host's probes use
     })
     config.pluginmanager.register(Recorder(state, config), "signoff-recorder")
     # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.

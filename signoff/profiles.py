@@ -15,7 +15,8 @@ from signoff import soak as soak_rules
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "thresholds"
 TOP_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria", "soak"}
-HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls"}
+HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
+                 "nvlinks", "pcie_gen", "pcie_width"}  # per GPU: NVLinks, PCIe link of the class
 INTERCONNECTS = {"nvlink", "pcie", "any"}
 LIMIT_KEYS = ("min", "max", "equals")
 
@@ -24,6 +25,7 @@ CRITERIA: dict[str, dict] = {
     "nvidia_driver_version": {"type": "version"},
     "cuda_driver_version": {"type": "version"},
     "row_remap_uncorrectable": {"type": "number", "ops": ("max",)},
+    "power_limit": {"type": "number"},  # W, every GPU's enforced limit: the class's rated one
     # judged at `size`; `sweep` = [smallest, largest] message, x2 steps
     "allreduce_busbw": {"type": "number", "extra": ("size", "sweep")},
     "p2p_bandwidth": {"type": "number"},  # slowest GPU pair, unidirectional copy
@@ -34,7 +36,7 @@ CRITERIA: dict[str, dict] = {
     # samples with a failing reason; % clock drop, hot vs cool
     "soak_throttle": {"type": "number", "ops": ("max",), "extra": ("reasons",)},
     "soak_clock_stability": {"type": "number", "ops": ("max",), "extra": ("correlation",)},
-    "soak_gemm_tflops": {"type": "number"},  # per GPU, mean after warm-up; optional per class
+    "soak_gemm_tflops": {"type": "number"},  # per GPU, mean after warm-up
     "soak_gemm_straggler": {"type": "number"},  # GPU / the host's median GPU
     "soak_errors": {"type": "number", "ops": ("max",)},  # new uncorrectable ECC errors, XIDs, failed loads
     # storage read throughput, GB/s: one host alone, all hosts at once (signoff/storage.py)
@@ -170,7 +172,8 @@ def _check_hardware(hw, path):
                 re.compile(str(val))
             except re.error as exc:
                 raise InputError(f"{w}: not a valid regular expression: {exc}") from None
-        if key == "gpu_count" and val is not None and (not isinstance(val, int) or val < 1):
+        if key in ("gpu_count", "nvlinks", "pcie_gen", "pcie_width") and val is not None \
+                and (isinstance(val, bool) or not isinstance(val, int) or val < 1):
             raise InputError(f"{w}: expected a positive integer or null, got {val!r}")
         if key == "interconnect" and val not in INTERCONNECTS:
             raise InputError(f"{w}: expected one of {sorted(INTERCONNECTS)}, got {val!r}")

@@ -28,6 +28,8 @@ def verdict_block(verdict: str, meta: dict) -> str:
             f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
             f"({escape(str(meta.get('profile_class', '')))}); hosts: {escape(hosts)}; "
             f"inventory: {escape(str(meta.get('inventory')))}; started {meta.get('started')} UTC."
+            + (f"<br>Probe Python: {escape(', '.join(f'{h} {py}' for h, py in meta['probe_python'].items()))}"
+               if meta.get("probe_python") else "")
             + (f"<br><b>Partial run</b>: {escape(meta['partial'])}" if meta.get("partial") else "")
             + "</p>"
             "<p>PASS needs every applicable check to run and pass; ERROR means the check "

@@ -404,29 +404,41 @@ def judge_temperature(s: Series, which: str, limit: float, hold: float,
                                                 f"{hold:g} s, over the whole load"})
 
 
-def judge_throttle(s: Series, fail: tuple = FAIL_REASONS) -> Verdict:
+def judge_throttle(s: Series, fail: tuple = FAIL_REASONS, limits: list | None = None,
+                   rated: float | None = None) -> Verdict:
     """No failing clock-event reason in any sample of the load; the others (SW power cap
-    at full load, idle, ...) are reported with how many samples showed them."""
+    at full load, idle, ...) are reported with how many samples showed them. SW power cap is
+    normal only at the class's rated limit: under an enforced limit below `rated` W (limits:
+    per GPU, the soak header's power_limit_w) its samples fail too."""
     rows = throttle(s, fail)
     fails = []
     for r in rows:
         for name, n in r["failing"].items():
             fails.append(f"GPU {r['gpu']}: {name} (0x{REASON_BITS[name]:x}) in {n}/{r['samples']} "
                          f"samples, {r['first']:g}..{r['last']:g} s")
+        cap = (limits or [None] * s.n)[r["gpu"]]
+        n = r["counts"].get("sw_power_cap", 0)
+        if n and rated is not None and cap is not None and cap < rated:
+            fails.append(f"GPU {r['gpu']}: sw_power_cap (0x4) in {n}/{r['samples']} samples under an "
+                         f"enforced power limit of {cap:g} W < the class's {rated:g} W (an admin cap)")
+            mask = mask_of(fail) | REASON_BITS["sw_power_cap"]
+            r["failing_samples"] = sum(1 for m in s.get("reasons", r["gpu"])[1] if int(m) & mask)
     seen: dict[str, int] = {}
     for r in rows:
         for name, n in r["counts"].items():
             if name not in fail:
                 seen[name] = seen.get(name, 0) + n
     total = sum(r["samples"] for r in rows)
+    normal = not fails or all("sw_power_cap (0x4)" not in f for f in fails)
     notes = [f"{name} (0x{REASON_BITS.get(name, 0):x}) in {n}/{total} GPU samples"
-             + (" (normal at full load)" if name == "sw_power_cap" else "")
+             + (" (normal at full load)" if name == "sw_power_cap" and normal else "")
              for name, n in sorted(seen.items())]
     dead = [r["gpu"] for r in rows if not r["samples"]]
     if dead or not total:  # one silent GPU is unjudged, whatever the others say
         raise Unjudgeable(f"NVML gave no clock-event reasons for GPU {', '.join(map(str, dead))}")
     return Verdict(fails, sum(r["failing_samples"] for r in rows),
-                   {"gpus": rows, "fail_on": list(fail)}, notes)
+                   {"gpus": rows, "fail_on": list(fail), "power_limit_w": limits,
+                    "rated_power_w": rated}, notes)
 
 
 def judge_clock(s: Series, warmup: float, max_drop: float, corr: float) -> Verdict:

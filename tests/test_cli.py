@@ -11,8 +11,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(*args, cwd=ROOT):
+    # --python: the training environment here is this venv (torch), not the python3 on PATH
     return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "-p", "no:cacheprovider",
-                           *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+                           "--python", sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_no_options_runs_locally_without_ssh(tmp_path):

@@ -112,6 +112,28 @@ def test_gpu_profile_fails_gpu_less_hosts(lab, tmp_path):
         assert "h200-2x-nvlink" in r[(crit, "lab1")]["message"]
 
 
+def test_wrong_class_profile_runs_no_heavy_measurement(lab, tmp_path):
+    """h100-8x-nvlink on the CPU-only lab hosts: the class checks FAIL, and the all-reduces
+    (which swept to 8 GiB on CPU ranks) and P2P are NOT RUN, naming the class guard."""
+    hosts = ["lab1", "lab2", "lab3"]
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), hosts)
+    rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "h100-8x-nvlink")
+    assert rc == 1 and res["verdict"] == "FAIL", out
+    r = by_key(res)
+    guard = "not run: class guard of profile h100-8x-nvlink (8 x NVIDIA H100 80GB HBM3"
+    for h in hosts:
+        for crit in ("gpu_model", "gpu_count", "nvlink_up"):
+            assert r[(crit, h)]["status"] == "FAIL", r[(crit, h)]
+        for crit in ("allreduce_busbw", "allreduce_correct", "nccl_transport", "p2p_bandwidth"):
+            rec = r[(crit, h)]
+            assert rec["status"] == "NOT RUN" and rec["message"].startswith(guard), rec
+            assert f"failed for {h}: GPU model none is not NVIDIA H100 80GB HBM3" in rec["message"]
+    multi = r[("multinode_allreduce", "all hosts")]
+    assert multi["status"] == "NOT RUN" and multi["message"].startswith(guard), multi
+    assert all(f"{h}: GPU model none" in multi["message"] for h in hosts)
+    assert "rows" not in json.dumps(multi)  # nothing was swept
+
+
 def test_unknown_host_key_rejected_unless_accepted(lab, tmp_path):
     inv = tmp_path / "inv.yaml"
     lab.write_inventory(inv, python=sys.executable)

@@ -110,6 +110,8 @@ def crit(name: str, body: str) -> str:
     ("hardware: {gpu_model: 'NVIDIA (H200'}\n", "hardware.gpu_model: not a valid regular"),
     ("hardware: {interconnect: infiniband}\n", "hardware.interconnect: expected one of"),
     ("hardware: {gpu_count: 0}\n", "hardware.gpu_count: expected a positive integer"),
+    ("hardware: {nvlinks: eighteen}\n", "hardware.nvlinks: expected a positive integer"),
+    ("hardware: {pcie_gen: true}\n", "hardware.pcie_gen: expected a positive integer"),
     (crit("fan_speed", "{max: 1, unit: rpm, source: s}"), "criteria.fan_speed: unknown criterion"),
     (crit("row_remap_uncorrectable", "{unit: rows, source: s}"), "criteria.row_remap_uncorrectable: needs "
                                                            "exactly one threshold"),
@@ -228,3 +230,17 @@ def test_direction_and_quoted_versions_are_enforced(write_profile):
     """)
     with pytest.raises(InputError, match=r"quote a version \('525.6'\)"):
         profiles.load(str(ver))
+
+
+@pytest.mark.parametrize("name", ["h100-8x-nvlink", "h200-8x-nvlink", "h200-2x-nvlink", "h200-1x"])
+def test_hopper_profiles_reject_an_old_driver(name):
+    """Driver 470 (CUDA 11.4) cannot run an H100/H200 well, and passed the 450.80.02 floor."""
+    p = profiles.load(name)
+    assert not p.threshold("nvidia_driver_version").ok("470.256.02")
+    assert not p.threshold("nvidia_driver_version").ok("535.104.05")  # below the branch's minimum
+    assert p.threshold("nvidia_driver_version").ok("580.159.04")  # the recorded H200 machines
+    assert not p.threshold("cuda_driver_version").ok("11.8")
+    assert p.threshold("cuda_driver_version").ok("13.0")
+    assert (p.hardware["nvlinks"], p.hardware["pcie_gen"]) == (18, 5)
+    assert p.threshold("power_limit").value == 700
+    assert "8.5x" in (profiles.PROFILE_DIR / "nvidia-base.yaml").read_text()  # the aggregate's why

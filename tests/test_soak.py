@@ -85,6 +85,41 @@ def test_power_cap_only_burn_passes_every_criterion():
 
 # ------------------------------------------------ failing series
 
+def test_power_capped_h100_node_fails_the_soak():
+    """Eight GPUs at 350 TFLOP/s, reason SwPowerCap only, 50 °C, under an admin cap of 350 W
+    (synthetic series): cool and steady, yet half as fast; it must not pass under h100."""
+    h100 = profiles.load("h100-8x-nvlink")
+    s = series(n=8, temp=lambda g, t: 50, power=lambda g, t: 349.0,
+               tflops=lambda g, t: None if t == 0 else 350.0)
+    plan = soak.plan(h100.soak, "90s")
+    gemm = soak.judge_gemm(s, plan["warmup"], h100.threshold("soak_gemm_tflops").value)
+    assert len(gemm.failures) == 8 and gemm.failures[0] == "GPU 0: 350 TFLOP/s < 635"
+    thr = soak.judge_throttle(s, soak.FAIL_REASONS, [350.0] * 8, h100.threshold("power_limit").value)
+    assert thr.measured == 8 * 91 and len(thr.failures) == 8
+    assert thr.failures[3] == ("GPU 3: sw_power_cap (0x4) in 91/91 samples under an enforced power "
+                               "limit of 350 W < the class's 700 W (an admin cap)")
+    assert "normal at full load" not in " ".join(thr.notes)
+    # at the rated limit the same reason is the normal one of a GPU at full load
+    ok = soak.judge_throttle(s, soak.FAIL_REASONS, [700.0] * 8, 700)
+    assert ok.failures == []
+    assert ok.notes == ["sw_power_cap (0x4) in 728/728 GPU samples (normal at full load)"]
+
+
+def test_every_shipped_gpu_class_has_a_gemm_figure_or_says_it_is_missing():
+    for name in profiles.available():
+        p = profiles.load(name)
+        if p.abstract or not p.gpu_required:
+            continue
+        if "soak_gemm_tflops" in p.criteria:
+            assert p.criteria["soak_gemm_tflops"].value >= 600, name  # H100/H200 figures
+        else:
+            text = "".join((profiles.PROFILE_DIR / f"{n}.yaml").read_text() for n in p.chain)
+            assert "soak_gemm_tflops: no measured sustained bf16 GEMM rate" in text or \
+                "soak_gemm_tflops (no measured sustained bf16 GEMM rate" in text, name
+            with pytest.raises(InputError, match="has no threshold for 'soak_gemm_tflops'"):
+                p.threshold("soak_gemm_tflops")
+
+
 def test_overheating_gpu_fails_by_name_with_its_throttle_reason():
     hot = lambda g, t: 35 + (55 if g == 2 else 30) * (1 - math.exp(-t / 20))  # noqa: E731
     reasons = lambda g, t: 0x4 | (0x20 if g == 2 and t > 50 else 0)  # noqa: E731
@@ -229,7 +264,7 @@ def test_soak_section_inherits_and_overrides(tmp_path):
     assert p.soak == {"duration": 86400.0, "warmup": 600.0, "interval": 5.0, "matrix": 8192}
     inherited = profiles.load("h200-8x-nvlink").threshold("soak_gemm_tflops").value
     assert p.threshold("soak_gemm_tflops").value == inherited
-    assert "soak_gemm_tflops" not in profiles.load("h100-8x-nvlink").criteria  # no measured source
+    assert "soak_gemm_tflops" not in profiles.load("a100-8x-nvlink").criteria  # no measured source
 
 
 def test_duration_override_shortens_a_long_warmup():

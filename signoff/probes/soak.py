@@ -90,6 +90,8 @@ class Nvml:
             thr[key] = self._get("threshold_" + key, nv.nvmlDeviceGetTemperatureThreshold, h,
                                  getattr(nv, const, -1))
         limit = self._get("power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
+        default = self._get("power_default", getattr(nv, "nvmlDeviceGetPowerManagementDefaultLimit",
+                                                     lambda _h: None), h)
         pci = self._get("pci", nv.nvmlDeviceGetPciInfo, h)
         bus = getattr(pci, "busId", None)
         mem = self._get("memory", nv.nvmlDeviceGetMemoryInfo, h)
@@ -97,7 +99,8 @@ class Nvml:
                 "uuid": self._get("uuid", nv.nvmlDeviceGetUUID, h),
                 "pci_bus_id": bus.decode() if isinstance(bus, bytes) else bus,
                 "memory_gib": round(mem.total / 2 ** 30, 1) if mem else None,
-                "power_limit_w": round(limit / 1000.0, 1) if limit else None,
+                "power_limit_w": round(limit / 1000.0, 1) if limit else None,  # enforced
+                "power_default_w": round(default / 1000.0, 1) if default else None,
                 "temp_thresholds": thr}
 
     def sample(self, i):

@@ -88,6 +88,39 @@ def _nv(fn, *args):
         return None
 
 
+def nvlinks(nv, h):
+    """Links that exist, how many are up, and those whose state could not be read (never
+    dropped: an unreadable link is not a missing one)."""
+    absent = tuple(getattr(nv, n) for n in ("NVMLError_NotSupported", "NVMLError_InvalidArgument")
+                   if hasattr(nv, n))
+    states, unreadable = [], {}
+    for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            states.append(int(nv.nvmlDeviceGetNvLinkState(h, link)))
+        except absent:
+            continue  # this link does not exist on the GPU
+        except Exception as exc:  # noqa: BLE001
+            unreadable[str(link)] = ("%s: %s" % (type(exc).__name__, exc)).strip()
+    # every query failing is a GPU without reachable NVLink (a PCIe card, a 1-GPU VM slice):
+    # no links, the errors kept; a class that needs NVLink fails on them
+    return {"links": len(states) + (len(unreadable) if states else 0), "up": sum(states),
+            "unreadable": unreadable}
+
+
+def power_limits(nv, h):
+    """Power limits in W: enforced (what holds the GPU now), the management limit an admin
+    sets (nvidia-smi -pl), the board's default and the settable range."""
+    def watts(fn):
+        mw = _nv(getattr(nv, fn, None) or (lambda _h: None), h)
+        return round(mw / 1000.0, 1) if mw else None
+    rng = _nv(getattr(nv, "nvmlDeviceGetPowerManagementLimitConstraints", None) or (lambda _h: None), h)
+    return {"enforced_w": watts("nvmlDeviceGetEnforcedPowerLimit"),
+            "limit_w": watts("nvmlDeviceGetPowerManagementLimit"),
+            "default_w": watts("nvmlDeviceGetPowerManagementDefaultLimit"),
+            "min_w": round(rng[0] / 1000.0, 1) if rng else None,
+            "max_w": round(rng[1] / 1000.0, 1) if rng else None}
+
+
 class Busy:
     """Keep every GPU busy while PCIe links are read: idle links downshift to save power."""
 
@@ -173,12 +206,8 @@ def gpu_info(torch_ok):
                 g["mig_current"] = g["mig_pending"] = 0  # a GPU without MIG runs without it
             except Exception:  # noqa: BLE001 - unreadable: the check ERRORs, never "off"
                 g["mig_current"] = g["mig_pending"] = None
-            links = []
-            for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
-                state = _nv(nv.nvmlDeviceGetNvLinkState, h, link)
-                if state is not None:  # None: this link does not exist on the GPU
-                    links.append(int(state))
-            g["nvlink"] = {"links": len(links), "up": sum(links)}
+            g["nvlink"] = nvlinks(nv, h)
+            g["power"] = power_limits(nv, h)
             out["gpus"].append(g)
     finally:
         busy.close()
