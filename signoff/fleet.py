@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +14,28 @@ from signoff.inventory import Host, Inventory
 from signoff.transport import HostUnreachable, Transport, open_transport
 
 PROBE_DIR = Path(__file__).resolve().parent / "probes"
+# The end of a run (or Ctrl-C) waits this long for each cleanup phase of all hosts at once;
+# a host that has not answered by then is named with what it keeps, not waited for.
+CLEANUP_S = 10
+
+
+def bounded(fn, items: list, seconds: float = CLEANUP_S) -> list:
+    """fn(item) for every item at once; the items whose call had not returned after
+    `seconds`. Daemon threads: one stuck on a dead host cannot hold up the exit."""
+    threads = [threading.Thread(target=_quiet, args=(fn, x), daemon=True) for x in items]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + seconds
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [x for x, t in zip(items, threads) if t.is_alive()]
+
+
+def _quiet(fn, x) -> None:
+    try:
+        fn(x)
+    except Exception:  # noqa: BLE001 - a failed cleanup is reported by what it left
+        pass
 
 
 # Kill the process group of every probe this run started on the host (the group leader
@@ -117,12 +140,17 @@ class HostSession:
         try:
             if self.workdir:
                 wd = shlex.quote(self.workdir)
-                self.t.run(KILL_PROBES.format(wd=wd) + f"; rm -rf {wd}", 30)
+                self.t.run(KILL_PROBES.format(wd=wd) + f"; rm -rf {wd}", CLEANUP_S)
                 self.workdir = None
         except HostUnreachable:
             pass  # nothing was created on a host we could not reach
         finally:
             self.t.close()
+
+    def left_behind(self) -> list[str]:
+        """What this run keeps on the host while its cleanup has not run."""
+        return [f"probe temp dir {self.workdir} (and any probe still running in it)"] \
+            if self.workdir else []
 
 
 class Fleet:
@@ -140,6 +168,10 @@ class Fleet:
         self.on_facts = on_facts
         self._pool = ThreadPoolExecutor(max_workers=min(64, len(self.sessions)) or 1)
         self._facts: dict[str, Future] = {}
+        self.left: dict[str, list[str]] = {}  # host -> what a cleanup could not remove
+
+    def left_on(self, name: str, what: str) -> None:
+        self.left.setdefault(name, []).append(what)
 
     @property
     def names(self) -> list[str]:
@@ -175,8 +207,13 @@ class Fleet:
                 out[name] = exc
         return out
 
-    def close(self) -> None:
+    def close(self) -> dict[str, list[str]]:
+        """Clean every host at once, CLEANUP_S at most; returns `left`: host -> what stayed
+        there (also what other cleanups, e.g. storage's, recorded with left_on)."""
         # Don't wait for probes still running (Ctrl-C, a hung host): cleanup kills them.
         self._pool.shutdown(wait=False, cancel_futures=True)
-        with ThreadPoolExecutor(max_workers=min(64, len(self.sessions)) or 1) as pool:
-            list(pool.map(HostSession.cleanup, self.sessions.values()))
+        for s in bounded(HostSession.cleanup, list(self.sessions.values())):
+            for what in s.left_behind():
+                self.left_on(s.host.name, f"{what}: no answer to the cleanup within {CLEANUP_S} s")
+            s.t.close()  # ends the threads still waiting on that host
+        return self.left

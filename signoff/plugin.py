@@ -3,11 +3,9 @@ results.json, and the report sections."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,7 +15,7 @@ import pytest
 
 from signoff import InputError, inventory, profiles, report
 from signoff.check import NA_PREFIX, Check
-from signoff.fleet import Fleet, HostSession, ProbeError
+from signoff.fleet import CLEANUP_S, Fleet, HostSession, ProbeError
 from signoff.network import Network, all_pairs, pair_id, ring_pairs
 from signoff.results import ALL, Results, split_nodeid, worse
 from signoff.soak import duration_arg
@@ -37,6 +35,8 @@ class State:
     status: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
     messages: dict = field(default_factory=dict)
+    interrupts: int = 0  # Ctrl-C / SIGTERM received
+    stopping: bool = False  # the checks are over (or interrupted): only cleanup is left
 
 
 STATE = pytest.StashKey[State]()
@@ -155,24 +155,28 @@ def pytest_configure(config):
     })
     config.pluginmanager.register(Recorder(state, config), "signoff-recorder")
     # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.
-    signal.signal(signal.SIGTERM, _interrupt)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt(state))
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+def _interrupt(state: State):
+    """The first Ctrl-C (or SIGTERM) stops the run. Later ones (people press it again when
+    the first seems slow), and any during the cleanup, are only acknowledged: they must
+    not cost the reports, the verdict or the cleanup, which is bounded anyway."""
+    def handler(signum, frame):
+        state.interrupts += 1
+        if not state.stopping:
+            state.stopping = True
+            raise KeyboardInterrupt(f"signal {signum}")
+        os.write(2, f"\nsignoff: stopping already: writing the reports and cleaning up the hosts "
+                    f"(at most {2 * CLEANUP_S} s)\n".encode())
+    return handler
 
 
-@contextlib.contextmanager
-def _signals_held():
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    if STATE in session.config.stash:
+        session.config.stash[STATE].stopping = True  # teardown is cleanup: see _interrupt
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -256,8 +260,11 @@ def fleet(pytestconfig):
               on_facts=_on_facts(state))
     f.start()
     yield f
-    with _signals_held():  # a second Ctrl-C must not cut the cleanup short
-        f.close()  # removes every per-run temp dir, also after failures and Ctrl-C
+    state.stopping = True
+    # removes every per-run temp dir, also after failures and Ctrl-C; names what it could not
+    for name, what in f.close().items():
+        if state.results:
+            state.results.set_live("left_behind", name, what)
 
 
 @pytest.fixture(scope="session")
@@ -396,7 +403,8 @@ class Recorder:
                 criterion, host = split_nodeid(nid)
                 st.results.add({"test": nid, "criterion": criterion, "host": host,
                                 "status": "NOT RUN", "message": "the check did not report a result"})
-        verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+        verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
+                                    or st.interrupts > 0,
                                     partial=self.partial(),
                                     allow_partial=self.config.getoption("partial"))
         if verdict != "PASS" and exitstatus == pytest.ExitCode.OK:
