@@ -297,6 +297,10 @@ class StorageRun:
                     return self._probe(n, "claim", *self._common(n), "--need", str(need),
                                        timeout=self._timeout())
                 self._claims = self._each(claim, self.names)
+                for n, c in self._claims.items():  # said on the terminal and in the report
+                    for mark in c.get("leftovers") or [] if isinstance(c, dict) else []:
+                        self.fleet.note("leftovers", n, f"storage test files {c['path']}/{mark} of "
+                                                        f"another run (killed, or still running)")
             return self._claims
 
     def prepared(self, workload: str) -> dict[str, dict | Exception]:
@@ -395,5 +399,5 @@ class StorageRun:
                 s.run(TERM_PROBES.format(wd=shlex.quote(s.workdir)), CLEANUP_S)
             s.run(CLEAN.format(path=path, pattern=shlex.quote(f"{MARK}{self.runid}-*")), CLEANUP_S)
         for n in bounded(clean, sorted(self._touched)):  # a second Ctrl-C must not wait minutes
-            self.fleet.left_on(n, f"storage test files {where(n)}/{MARK}{self.runid}-{n}: no answer "
-                                  f"to the cleanup within {CLEANUP_S} s")
+            self.fleet.note("left_behind", n, f"storage test files {where(n)}/{MARK}{self.runid}-{n}: "
+                                              f"no answer to the cleanup within {CLEANUP_S} s")
