@@ -3,16 +3,44 @@ parallel, their JSON cached; temp dirs removed at the end whatever happened."""
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
+import re
 import shlex
+import socket
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 
 from signoff.inventory import Host, Inventory
 from signoff.transport import HostUnreachable, Transport, open_transport
 
 PROBE_DIR = Path(__file__).resolve().parent / "probes"
+# The end of a run (or Ctrl-C) waits this long for each cleanup phase of all hosts at once;
+# a host that has not answered by then is named with what it keeps, not waited for.
+CLEANUP_S = 10
+
+
+def bounded(fn, items: list, seconds: float = CLEANUP_S) -> list:
+    """fn(item) for every item at once; the items whose call had not returned after
+    `seconds`. Daemon threads: one stuck on a dead host cannot hold up the exit."""
+    threads = [threading.Thread(target=_quiet, args=(fn, x), daemon=True) for x in items]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + seconds
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [x for x, t in zip(items, threads) if t.is_alive()]
+
+
+def _quiet(fn, x) -> None:
+    try:
+        fn(x)
+    except Exception:  # noqa: BLE001 - a failed cleanup is reported by what it left
+        pass
 
 
 # Kill the process group of every probe this run started on the host (the group leader
@@ -22,6 +50,37 @@ KILL_PROBES = ("for f in {wd}/.pid.*; do p=${{f##*.}}; [ \"$p\" = '*' ] && conti
                "g=$(ps -o pgid= -p $p 2>/dev/null | tr -d ' '); "
                "[ \"$g\" = \"$(ps -o pgid= -p $$ | tr -d ' ')\" ] && g=; "  # never our own group
                "[ -n \"$g\" ] && kill -KILL -$g 2>/dev/null; kill -KILL $p 2>/dev/null; done; true")
+
+
+# The run lock of a host: a directory made atomically by a keeper process that the run
+# holds on its own SSH channel (guarded(): it is TERMed, and removes the lock, when the
+# channel goes, even if the controller was SIGKILLed). Its pid is in the lock: a lock
+# whose keeper is dead (a crashed host, a KILLed keeper) is stale and taken over. Named
+# by the network namespace, which is the host as its SSH clients see it (network-namespace
+# hosts share one /tmp). The xdist workers of one run share its lock.
+KEEPER = """L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9)
+end=$(( $(date +%s) + {wait} ))
+while ! mkdir "$L" 2>/dev/null; do
+  case "$(cat "$L/owner" 2>/dev/null)" in "run {run} "*) echo "shared $L $$"; exec sleep {keep};; esac
+  k=$(cat "$L/pid" 2>/dev/null)
+  if [ -n "$k" ] && [ ! -d /proc/$k ]; then rm -rf "$L"; continue; fi
+  if [ -z "$k" ] && [ -n "$(find "$L" -maxdepth 0 -mmin +1)" ]; then rm -rf "$L"; continue; fi
+  if [ $(date +%s) -ge $end ]; then echo "busy $L $(cat "$L/owner" 2>/dev/null)"; exit 3; fi
+  sleep 1
+done
+echo {owner} > "$L/owner"; echo $$ > "$L/pid"
+trap 'rm -rf "$L"; exit 0' TERM INT HUP
+echo "locked $L $$"
+while :; do sleep 2 & wait $!; done"""
+KEEPER_S = 30 * 86400  # the host-side limit of a keeper: longer than any soak
+
+# The run's temp dir, with its keeper's pid; and the temp dirs of runs that are gone (their
+# keeper is dead; a dir without one, of an older version, once it is 10 minutes old).
+MKTEMP = ("d=$(mktemp -d /tmp/signoff.XXXXXXXX) && echo {keeper} > $d/.keeper && echo $d && "
+          "for o in /tmp/signoff.????????; do [ -d \"$o\" ] && [ \"$o\" != \"$d\" ] || continue; "
+          "k=$(cat $o/.keeper 2>/dev/null); if [ -n \"$k\" ]; then [ -d /proc/$k ] && continue; "
+          "elif [ -n \"$(find $o -maxdepth 0 -mmin -10)\" ]; then continue; fi; "
+          "echo leftover $o $(date -u -d @$(stat -c %Y $o) +%FT%TZ); done")
 
 
 class ProbeError(Exception):
@@ -68,8 +127,48 @@ class HostSession:
     def __init__(self, host: Host, transport: Transport):
         self.host, self.t = host, transport
         self.workdir: str | None = None
+        self.keeper: str | None = None  # host-side pid of the keeper of this run's lock
+        self.lock_dir: str | None = None
+        self.leftovers: list[str] = []  # temp dirs of runs that are gone, found on the host
         self._lock = threading.Lock()
         self._cache: dict = {}
+
+    def take_lock(self, run: str, owner: str, wait: float = 0, timeout: float = 60) -> None:
+        """Hold the host's run lock for run `run` (KEEPER; `owner` says who, and starts with
+        "run <run> "); raises ProbeError naming the run that holds it after `wait` s."""
+        got: list[str] = []
+        ready = threading.Event()
+
+        def line(text):
+            if not got and text.split()[:1] in (["locked"], ["busy"], ["shared"]):
+                got.append(text)
+                ready.set()
+
+        def keep():
+            try:
+                r = self.t.run_stream(KEEPER.format(wait=int(wait), owner=shlex.quote(owner), run=run,
+                                                    keep=KEEPER_S), KEEPER_S, line)
+                got.append(f"exit {r.rc}: {(r.stderr or r.stdout).strip()[-300:]}")
+            except Exception as exc:  # noqa: BLE001 - handed to the waiting thread
+                got.append(exc)
+            ready.set()
+        threading.Thread(target=keep, daemon=True, name=f"lock-{self.host.name}").start()
+        if not ready.wait(wait + timeout):
+            raise ProbeError(f"{self.host}: no answer taking the run lock within {wait + timeout:.0f} s")
+        first = got[0]
+        if isinstance(first, Exception):
+            raise first
+        word, *rest = first.split(maxsplit=2)
+        if word in ("locked", "shared"):  # shared: another xdist worker of this run holds it
+            self.keeper = rest[1]
+            self.lock_dir = rest[0] if word == "locked" else None
+            return
+        if word == "busy":
+            where, other = (rest + [""])[:2]
+            raise ProbeError(f"{self.host}: in use by another signoff run: {other or 'owner unknown'} "
+                             f"(lock {where}{f', waited {wait:g} s' if wait else ''}; "
+                             f"--lock-wait waits for it)")
+        raise ProbeError(f"{self.host}: cannot take the run lock in /tmp ({first})")
 
     def cached_probe(self, name: str, *args: str, timeout: float = 600,
                      env: dict | None = None) -> dict:
@@ -97,11 +196,14 @@ class HostSession:
     def _ensure_workdir(self) -> str:
         with self._lock:
             if self.workdir is None:
-                r = self.t.run("mktemp -d /tmp/signoff.XXXXXXXX", 30)
-                if not r.ok:
+                r = self.t.run(MKTEMP.format(keeper=self.keeper or "''"), 30)
+                out = r.stdout.splitlines()
+                if not r.ok or not out:
                     raise ProbeError(f"{self.host}: cannot create a temp dir in /tmp (exit {r.rc}): "
                                      f"{(r.stderr or r.stdout).strip() or 'no message'}")
-                self.workdir = r.stdout.strip()
+                self.workdir = out[0].strip()
+                self.leftovers = [f"probe temp dir {ln.split()[1]} of a run that is gone "
+                                  f"(since {ln.split()[2]})" for ln in out[1:] if ln.startswith("leftover ")]
                 for f in sorted(PROBE_DIR.glob("*.py")):
                     self.t.put(f, f"{self.workdir}/{f.name}")
             return self.workdir
@@ -137,29 +239,52 @@ class HostSession:
         try:
             if self.workdir:
                 wd = shlex.quote(self.workdir)
-                self.t.run(KILL_PROBES.format(wd=wd) + f"; rm -rf {wd}", 30)
+                self.t.run(KILL_PROBES.format(wd=wd) + f"; rm -rf {wd}", CLEANUP_S)
                 self.workdir = None
+            if self.keeper:  # the keeper removes the lock (its own channel closing would, too)
+                self.t.run(f"kill -TERM {int(self.keeper)}; true", CLEANUP_S)
+                self.keeper = self.lock_dir = None
         except HostUnreachable:
             pass  # nothing was created on a host we could not reach
         finally:
             self.t.close()
+
+    def left_behind(self) -> list[str]:
+        """What this run keeps on the host while its cleanup has not run."""
+        return ([f"probe temp dir {self.workdir} (and any probe still running in it)"]
+                if self.workdir else []) + ([f"run lock {self.lock_dir}"] if self.lock_dir else [])
 
 
 class Fleet:
     """Every host of the run; facts gathered in parallel so one slow host stalls nobody."""
 
     def __init__(self, inventory: Inventory, accept_new_host_keys: bool = False,
-                 connect_timeout: float = 10, probe_timeout: float = 180, on_facts=None):
+                 connect_timeout: float = 10, probe_timeout: float = 180, on_facts=None,
+                 on_note=None, run: str | None = None, lock_wait: float = 0):
         self.inventory = inventory
+        self.run = run or new_run_id()
+        ctl = socket.gethostname()
+        self.owner = (f"run {self.run} by {getpass.getuser()}@{ctl} "
+                      f"since {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}")
+        self.lock_wait = lock_wait
         self.sessions = {
             h.name: HostSession(h, open_transport(h, inventory.known_hosts, accept_new_host_keys,
                                                   connect_timeout))
             for h in inventory.hosts
         }
         self.probe_timeout = probe_timeout
-        self.on_facts = on_facts
+        self.on_facts, self.on_note = on_facts, on_note
         self._pool = ThreadPoolExecutor(max_workers=min(64, len(self.sessions)) or 1)
         self._facts: dict[str, Future] = {}
+        self.notes: dict[str, dict[str, list[str]]] = {}
+
+    def note(self, section: str, name: str, what: str) -> None:
+        """What the user must hear of besides the checks, per host: `leftovers` (of killed
+        runs, found on the host), `left_behind` (what this run's cleanup could not remove)."""
+        got = self.notes.setdefault(section, {}).setdefault(name, [])
+        got.append(what)
+        if self.on_note:
+            self.on_note(section, name, list(got))
 
     @property
     def names(self) -> list[str]:
@@ -171,11 +296,15 @@ class Fleet:
 
     def _gather(self, name: str, s: HostSession) -> dict:
         try:
+            s.take_lock(self.run, self.owner, self.lock_wait)
             facts = s.probe("sysinfo", timeout=self.probe_timeout)
         except (HostUnreachable, ProbeError) as exc:
             if self.on_facts:
                 self.on_facts(name, {"error": str(exc)})
             raise
+        finally:
+            for what in s.leftovers:
+                self.note("leftovers", name, what)
         if self.on_facts:
             self.on_facts(name, facts)
         return facts
@@ -196,7 +325,16 @@ class Fleet:
         return out
 
     def close(self) -> None:
+        """Clean every host at once, CLEANUP_S at most; what stays is noted (left_behind)."""
         # Don't wait for probes still running (Ctrl-C, a hung host): cleanup kills them.
         self._pool.shutdown(wait=False, cancel_futures=True)
-        with ThreadPoolExecutor(max_workers=min(64, len(self.sessions)) or 1) as pool:
-            list(pool.map(HostSession.cleanup, self.sessions.values()))
+        for s in bounded(HostSession.cleanup, list(self.sessions.values())):
+            for what in s.left_behind():
+                self.note("left_behind", s.host.name, f"{what}: no answer to the cleanup within "
+                                                      f"{CLEANUP_S} s")
+            s.t.close()  # ends the threads still waiting on that host
+
+
+def new_run_id() -> str:
+    host = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{host}-{os.getpid()}"

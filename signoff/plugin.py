@@ -3,11 +3,9 @@ results.json, and the report sections."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,7 +15,7 @@ import pytest
 
 from signoff import InputError, inventory, junit, profiles, report, sheet
 from signoff.check import NA_PREFIX, Check
-from signoff.fleet import Fleet, HostSession, ProbeError
+from signoff.fleet import CLEANUP_S, Fleet, HostSession, ProbeError, new_run_id
 from signoff.network import Network, all_pairs, pair_id, ring_pairs
 from signoff.results import ALL, Results, split_nodeid, worse
 from signoff.soak import duration_arg
@@ -38,6 +36,9 @@ class State:
     measured: dict = field(default_factory=dict)
     messages: dict = field(default_factory=dict)
     duration: dict = field(default_factory=dict)
+    run_id: str = ""  # in every host's run lock (shared by xdist workers)
+    interrupts: int = 0  # Ctrl-C / SIGTERM received
+    stopping: bool = False  # the checks are over (or interrupted): only cleanup is left
 
 
 STATE = pytest.StashKey[State]()
@@ -78,6 +79,9 @@ def pytest_addoption(parser):
                 help="first TCP port the network probes listen on (bound to the data interface)")
     g.addoption("--collective-timeout", type=int, default=600,
                 help="multi-node all-reduce: rendezvous/collective timeout, s (ranks killed after)")
+    g.addoption("--lock-wait", type=float, default=0,
+                help="wait this long (s) for another signoff run's lock on a host; default 0: "
+                     "refuse the host (its checks ERROR, naming the other run)")
     g.addoption("--partial", action="store_true", default=False,
                 help="accept a subset of the checks (-k, one file) as a PASS; without it a "
                      "partial run's verdict is INCOMPLETE")
@@ -102,6 +106,8 @@ def _check_options(config) -> None:
     port = config.getoption("net_port")
     if not 1024 <= port <= 65533:
         raise InputError(f"--net-port {port}: expected 1024-65533 (the probes use it and the next one)")
+    if config.getoption("lock_wait") < 0:
+        raise InputError(f"--lock-wait {config.getoption('lock_wait')}: expected seconds >= 0")
     for opt in ("connect_timeout", "probe_timeout", "collective_timeout"):
         if config.getoption(opt) <= 0:
             raise InputError(f"--{opt.replace('_', '-')} {config.getoption(opt)}: expected seconds > 0")
@@ -129,11 +135,12 @@ def pytest_configure(config):
         prof = None if arg == "auto" else profiles.load(arg)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
-    state = State(inv, prof, arg)
+    state = State(inv, prof, arg, run_id=new_run_id())
     config.stash[STATE] = state
     if hasattr(config, "workerinput"):
         rd = config.workerinput.get("signoff_report_dir")
         state.report_dir = Path(rd) if rd else None
+        state.run_id = config.workerinput.get("signoff_run", state.run_id)
         return
     if not _is_acceptance_run(config):
         return
@@ -153,33 +160,39 @@ def pytest_configure(config):
         "inventory": inv.source,
         "hosts": [h.name for h in inv.hosts],
         "probe_python": {h.name: h.python for h in inv.hosts},  # the interpreter each host's probes use
+        "run": state.run_id,
     })
     config.pluginmanager.register(Recorder(state, config), "signoff-recorder")
     # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.
-    signal.signal(signal.SIGTERM, _interrupt)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt(state))
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+def _interrupt(state: State):
+    """The first Ctrl-C (or SIGTERM) stops the run. Later ones (people press it again when
+    the first seems slow), and any during the cleanup, are only acknowledged: they must
+    not cost the reports, the verdict or the cleanup, which is bounded anyway."""
+    def handler(signum, frame):
+        state.interrupts += 1
+        if not state.stopping:
+            state.stopping = True
+            raise KeyboardInterrupt(f"signal {signum}")
+        os.write(2, f"\nsignoff: stopping already: writing the reports and cleaning up the hosts "
+                    f"(at most {2 * CLEANUP_S} s)\n".encode())
+    return handler
 
 
-@contextlib.contextmanager
-def _signals_held():
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    if STATE in session.config.stash:
+        session.config.stash[STATE].stopping = True  # teardown is cleanup: see _interrupt
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     rd = node.config.stash[STATE].report_dir
     node.workerinput["signoff_report_dir"] = str(rd) if rd else None
+    node.workerinput["signoff_run"] = node.config.stash[STATE].run_id
 
 
 def host_pairs(config) -> list[tuple[str, str]]:
@@ -254,11 +267,13 @@ def fleet(pytestconfig):
     state = pytestconfig.stash[STATE]
     f = Fleet(state.inventory, pytestconfig.getoption("accept_new_host_keys"),
               pytestconfig.getoption("connect_timeout"), pytestconfig.getoption("probe_timeout"),
-              on_facts=_on_facts(state))
+              on_facts=_on_facts(state), run=state.run_id, lock_wait=pytestconfig.getoption("lock_wait"),
+              on_note=lambda section, name, what: state.results and state.results.set_live(
+                  section, name, what))
     f.start()
     yield f
-    with _signals_held():  # a second Ctrl-C must not cut the cleanup short
-        f.close()  # removes every per-run temp dir, also after failures and Ctrl-C
+    state.stopping = True
+    f.close()  # removes every per-run temp dir, also after failures and Ctrl-C; notes what not
 
 
 @pytest.fixture(scope="session")
@@ -413,7 +428,8 @@ class Recorder:
                 criterion, host = split_nodeid(nid)
                 st.results.add({"test": nid, "criterion": criterion, "host": host,
                                 "status": "NOT RUN", "message": "the check did not report a result"})
-        verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+        verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
+                                    or st.interrupts > 0,
                                     partial=self.partial(st.results.doc["results"]),
                                     allow_partial=self.config.getoption("partial"))
         junit.write(st.report_dir / "junit.xml", st.results.doc)
@@ -439,6 +455,7 @@ class Recorder:
         prefix.extend([report.verdict_block(doc["verdict"] or "INCOMPLETE", doc["meta"]),
                        report.summary_table(doc["results"]),
                        report.network_section(doc["results"]),
+                       report.notes_section(doc),
                        report.versions_matrix(doc["hosts"]),
                        report.profile_block(self.state.profile)])
 
@@ -459,5 +476,7 @@ class Recorder:
         for r in doc["results"]:
             if r["status"] in ("FAIL", "ERROR", "NOT RUN"):
                 tr.write_line(f"  {r['status']:5} {r['criterion']}[{r['host']}]: {r['message']}")
+        for line in report.host_notes(doc):
+            tr.write_line(f"  {line}", yellow=True)
         tr.write_line(f"report: {self.state.report_dir}/report.html  "
                       f"results: {self.state.report_dir}/results.json")

@@ -140,3 +140,27 @@ def network_section(records: list[dict]) -> str:
         out += (f"<p>Bisection (2-host all-reduce per ring pair): slow <b>{escape(named)}</b></p>"
                 f"<table class='so-table'><tr><th>pair</th><th>busbw GB/s</th></tr>{cells}</table>")
     return out
+
+
+def host_notes(doc: dict) -> list[str]:
+    """What the user must hear of besides the checks, one line per host and kind: what this
+    run could not clean up, what killed runs left, GPUs already in use before measuring."""
+    lines = [f"left behind on {h}: {w}" for h, ws in doc.get("left_behind", {}).items() for w in ws]
+    lines += [f"leftover on {h}: {w}: remove it once no run of it is alive"
+              for h, ws in doc.get("leftovers", {}).items() for w in ws]
+    for h, facts in doc.get("hosts", {}).items():
+        used = [f"GPU {g['index']}: pid {p['pid']} ({p['name'] or '?'}"
+                + (f", {p['used_mib']} MiB)" if p.get("used_mib") is not None else ")")
+                for g in (facts.get("nvidia") or {}).get("gpus") or [] for p in g.get("processes") or []]
+        if used:
+            lines.append(f"GPUs in use on {h} before measuring: {'; '.join(used)}: its GPU "
+                         f"measurements are suspect (shared or oversold node)")
+    return lines
+
+
+def notes_section(doc: dict) -> str:
+    lines = host_notes(doc)
+    if not lines:
+        return ""
+    return ("<h2>On the hosts</h2><ul>" + "".join(f"<li class='so-odd'>{escape(x)}</li>" for x in lines)
+            + "</ul>")

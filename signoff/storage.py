@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from signoff import InputError
-from signoff.fleet import Fleet, ProbeError
+from signoff.fleet import CLEANUP_S, Fleet, ProbeError, bounded
 from signoff.profiles import Profile, Threshold, parse_size
 from signoff.transport import HostUnreachable
 
@@ -304,6 +304,10 @@ class StorageRun:
                     return self._probe(n, "claim", *self._common(n), "--need", str(need),
                                        "--need-files", str(files), timeout=self._timeout())
                 self._claims = self._each(claim, self.names)
+                for n, c in self._claims.items():  # said on the terminal and in the report
+                    for mark in c.get("leftovers") or [] if isinstance(c, dict) else []:
+                        self.fleet.note("leftovers", n, f"storage test files {c['path']}/{mark} of "
+                                                        f"another run (killed, or still running)")
             return self._claims
 
     def prepared(self, workload: str) -> dict[str, dict | Exception]:
@@ -391,12 +395,16 @@ class StorageRun:
     def close(self) -> None:
         """Stop this run's storage probes, then remove <path>/.signoff-<runid>-* on every
         host a claim went to, whatever happened (a failure, Ctrl-C)."""
+        def where(n):
+            claim = (self._claims or {}).get(n)
+            return claim["path"] if isinstance(claim, dict) else self.target(n).path
+
         def clean(n):
             s = self.fleet.sessions[n]
-            claim = (self._claims or {}).get(n)
-            path = claim["path"] if isinstance(claim, dict) else self.target(n).path
-            path = "${TMPDIR:-/tmp}" if path == "@tmp" else shlex.quote(path)
+            path = "${TMPDIR:-/tmp}" if where(n) == "@tmp" else shlex.quote(where(n))
             if s.workdir:
-                s.run(TERM_PROBES.format(wd=shlex.quote(s.workdir)), 30)
-            s.run(CLEAN.format(path=path, pattern=shlex.quote(f"{MARK}{self.runid}-*")), 60)
-        self._each(clean, sorted(self._touched))
+                s.run(TERM_PROBES.format(wd=shlex.quote(s.workdir)), CLEANUP_S)
+            s.run(CLEAN.format(path=path, pattern=shlex.quote(f"{MARK}{self.runid}-*")), CLEANUP_S)
+        for n in bounded(clean, sorted(self._touched)):  # a second Ctrl-C must not wait minutes
+            self.fleet.note("left_behind", n, f"storage test files {where(n)}/{MARK}{self.runid}-{n}: "
+                                              f"no answer to the cleanup within {CLEANUP_S} s")

@@ -50,7 +50,8 @@ class Lines:
 def run_local(command: str, deadline_s: float, on_line) -> tuple[int, str, str]:
     """(rc, stdout tail, stderr tail); rc 124 if still running after deadline_s."""
     out, err = Lines(on_line), Lines(None, keep=50)
-    p = subprocess.Popen(["sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    # stdin stays open while we wait: guarded() kills the command when it closes (we died)
+    p = subprocess.Popen(["sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, bufsize=1, errors="replace")
     t_err = threading.Thread(target=lambda: [err.feed(c) for c in p.stderr], daemon=True)
     t_err.start()
@@ -69,6 +70,7 @@ def run_local(command: str, deadline_s: float, on_line) -> tuple[int, str, str]:
         rc = p.wait()
     finally:
         timer.cancel()
+        p.stdin.close()  # an interrupted wait: the host side stops the command
         if p.poll() is None:
             p.kill()
             p.wait()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import paramiko
 from fabric import Config, Connection
+from fabric.runners import Remote
 from invoke import Config as InvokeConfig
 from invoke import Context, Local
 from invoke.exceptions import CommandTimedOut
@@ -50,8 +51,19 @@ class HostUnreachable(Exception):
 
 def guarded(command: str, timeout: float) -> str:
     """Wrap a command so that an overrun is killed on the host itself, whole process
-    group included, not just its SSH channel closed."""
-    return f"timeout -k {KILL_GRACE_S} {timeout:g} sh -c {shlex.quote(command)}"
+    group included, not just its SSH channel closed; and so that it dies with its
+    controller: the command runs in the background (`timeout` makes it a process group)
+    while a watcher reads the shell's stdin, which the controller holds open for as long
+    as it waits. EOF there (the controller was killed, or gave up on the command, and its
+    SSH channel or pipe closed) TERMs the group; `timeout -k` KILLs what outlives that."""
+    inner = f"timeout -k {KILL_GRACE_S} {timeout:g} sh -c {shlex.quote(command)}"
+    # A background list's stdin is /dev/null in sh, so the watcher reads a copy (fd 3);
+    # its output goes to /dev/null, or sshd would wait for it before closing the channel.
+    wrapper = (f"exec 3<&0; {inner} </dev/null 3<&- & p=$!; "
+               "(while read -r _ <&3; do :; done; kill -TERM -$p 2>/dev/null || kill -TERM $p) "
+               ">/dev/null 2>&1 & w=$!; exec 3<&-; "
+               "wait $p; rc=$?; kill $w 2>/dev/null; exit $rc")
+    return f"sh -c {shlex.quote(wrapper)}"
 
 
 def explain(exc: BaseException, host: Host, timeout: float | None = None,
@@ -144,9 +156,21 @@ class Transport:
 
 class _InterruptibleLocal(Local):
     """invoke's Local answers Ctrl-C by writing ^C to the child's stdin and waiting on;
-    re-raise instead, so the run stops and cleanup kills the probe on the host."""
+    close the stdin instead (guarded(): the command's group is TERMed) and re-raise, so the
+    run stops at once."""
 
     def send_interrupt(self, interrupt):
+        self.process.stdin.close()
+        raise interrupt
+
+
+class _InterruptibleRemote(Remote):
+    """Fabric re-raises Ctrl-C but then waits for the remote command's output to end, i.e.
+    for the probe to finish (the 58 s of a hung one); close the channel first: the host
+    sees EOF on the command's stdin and kills it (guarded())."""
+
+    def send_interrupt(self, interrupt):
+        self.channel.close()
         raise interrupt
 
 
@@ -183,7 +207,8 @@ class SSHTransport(Transport):
         if host.identity_file:
             kwargs["key_filename"] = [host.identity_file]
         self.conn = Connection(
-            host.address or host.name, user=host.user, port=host.port, config=Config(),
+            host.address or host.name, user=host.user, port=host.port,
+            config=Config(overrides={"runners": {"remote": _InterruptibleRemote}}),
             connect_timeout=connect_timeout, connect_kwargs=kwargs,
         )
         self.connect_timeout = self.conn.connect_timeout  # as Fabric applies it (whole seconds)

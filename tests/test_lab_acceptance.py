@@ -226,3 +226,64 @@ def test_ssh_config_alias_and_hostlist(lab, tmp_path):
     assert p.returncode == 0, p.stdout
     assert {r["host"] for r in res["results"]} == {"node01", "node02"}
     assert res["hosts"]["node01"]["python"] and res["verdict"] == "PASS"
+
+
+def _reading(runid: str) -> bool:
+    """The storage probe's `read` phase of this run is running (past claim and prepare)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"storage.py" in cmd and b"read" in cmd and runid.encode() in cmd:
+            return True
+    return False
+
+
+def _storage_runid(shared: Path) -> str | None:
+    dirs = sorted(shared.glob(".signoff-*-lab1"))
+    return dirs[0].name[len(".signoff-"):-len("-lab1")] if dirs else None
+
+
+def test_ctrl_c_twice_writes_the_reports_and_cleans_up_within_seconds(lab, tmp_path):
+    """People press Ctrl-C again when the first seems slow: the second must not cost the
+    reports, the verdict or the cleanup of the hosts (probes, temp dirs, storage marks)."""
+    from test_storage import marked
+    from test_storage_lab import _readers
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    prof = tmp_path / "long.yaml"
+    prof.write_text("extends: local\ncriteria:\n  storage_read_seq: {min: 0.1, unit: GB/s, "
+                    "source: test, size: 32M, jobs: 2, iodepth: 4, runtime: 120}\n")
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), ["lab1", "lab2"])
+    rd = tmp_path / "report"
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/", "-k", "storage",
+                          "--report-dir", str(rd), "-p", "no:cacheprovider", "--inventory", str(inv),
+                          "--profile", str(prof), "--storage-path", str(shared)],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:  # never leave the run going: the lab's teardown would SIGKILL its SSH sessions
+        runid, deadline = None, time.time() + 90
+        while time.time() < deadline and not (runid and _reading(runid)):
+            time.sleep(0.1)
+            runid = _storage_runid(shared)
+        assert runid and _reading(runid), "the storage read never started"
+        time.sleep(1)
+        workdirs = [f["workdir"] for f in json.loads((rd / "results.json").read_text())["hosts"].values()]
+        assert len(workdirs) == 2 and all(os.path.isdir(w) for w in workdirs)
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        second = time.monotonic()
+        out, _ = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    took = time.monotonic() - second
+    assert took < 15, f"exited {took:.0f} s after the second Ctrl-C\n{out}"
+    res = json.loads((rd / "results.json").read_text())
+    assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"], out
+    assert (rd / "report.html").exists() and (rd / "junit.xml").exists(), out
+    assert "Sign-off verdict" in (rd / "report.html").read_text()
+    assert marked(shared) == [], f"storage marks left behind\n{out}"
+    assert [w for w in workdirs if os.path.exists(w)] == [], f"temp dirs left behind\n{out}"
+    assert _readers(runid) == [], "storage probe still running after Ctrl-C twice"

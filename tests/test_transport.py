@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -33,8 +34,10 @@ def run_guarded(tmp_path):
         out = tmp_path / f"out{len(procs)}"
         with out.open("w") as f:
             start = time.monotonic()
+            # stdin held open, as the controller does: its EOF means the controller went
             proc = subprocess.Popen(["sh", "-c", guarded(command, timeout)], stdout=f,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
+                                    start_new_session=True)
         procs.append(proc)
         rc = proc.wait(timeout=wait)
         return rc, out.read_text(), time.monotonic() - start
@@ -78,6 +81,59 @@ def test_overrun_kills_the_commands_children(run_guarded):
     finally:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_stdin_eof_kills_the_command_and_its_children():
+    """A controller that dies (SIGKILL) closes the command's stdin (its SSH channel or pipe):
+    the command and everything it started must die on the host, not run on unwatched."""
+    proc = subprocess.Popen(["sh", "-c", guarded("sleep 300 & echo $!; sleep 300", 600)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    pid = int(proc.stdout.readline())
+    try:
+        time.sleep(0.3)
+        assert alive(pid) and proc.poll() is None, "the command should run while stdin is open"
+        proc.stdin.close()
+        proc.wait(timeout=5)
+        deadline = time.monotonic() + 3
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(pid), f"child sleep {pid} survived its controller"
+    finally:
+        for p in (pid, proc.pid):
+            if alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_local_stream_command_dies_with_its_controller(tmp_path):
+    """The same through LocalTransport.run_stream, the controller SIGKILLed mid-command."""
+    marker = f"signoff-eof-{os.getpid()}"
+    script = tmp_path / "ctl.py"
+    script.write_text(
+        "import sys\nsys.path.insert(0, %r)\n" % str(Path(__file__).resolve().parent.parent)
+        + "from signoff.inventory import LOCAL, Host\nfrom signoff.transport import LocalTransport\n"
+        f"LocalTransport(Host(name='l', address=LOCAL)).run_stream('bash -c \"exec -a {marker} sleep 300\"', "
+        "600, print)\n")
+    ctl = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not _pgrep(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _pgrep(marker), "the command never started"
+        ctl.kill()
+        ctl.wait()
+        deadline = time.monotonic() + 5
+        while _pgrep(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _pgrep(marker), "the command outlived its SIGKILLed controller"
+    finally:
+        for pid in _pgrep(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _pgrep(marker: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split() if alive(int(p))]
 
 
 def test_subsecond_timeout_still_limits(run_guarded):

@@ -121,6 +121,28 @@ def power_limits(nv, h):
             "max_w": round(rng[1] / 1000.0, 1) if rng else None}
 
 
+def gpu_processes(nv, h):
+    """Other processes with a CUDA context on the GPU (NVML compute processes): a GPU that
+    someone else uses measures low. None: unreadable."""
+    try:
+        procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
+    except Exception:  # noqa: BLE001
+        return None
+    out = []
+    for p in procs:
+        if p.pid == os.getpid():  # this probe's own context (torch_info, Busy)
+            continue
+        try:
+            with open("/proc/%d/comm" % p.pid) as f:
+                name = f.read().strip()
+        except OSError:
+            name = None  # another pid namespace, or gone
+        mem = getattr(p, "usedGpuMemory", None)
+        out.append({"pid": p.pid, "name": name,
+                    "used_mib": mem // (1 << 20) if isinstance(mem, int) and mem < 1 << 60 else None})
+    return out
+
+
 class Busy:
     """Keep every GPU busy while PCIe links are read: idle links downshift to save power."""
 
@@ -199,6 +221,7 @@ def gpu_info(torch_ok):
                 "under_load": busy.ok,
             }
             g["persistence_mode"] = _nv(nv.nvmlDeviceGetPersistenceMode, h)
+            g["processes"] = gpu_processes(nv, h)
             try:
                 mig = nv.nvmlDeviceGetMigMode(h)
                 g["mig_current"], g["mig_pending"] = int(mig[0]), int(mig[1])
