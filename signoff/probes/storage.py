@@ -454,7 +454,7 @@ def cmd_prepare(a):
         sharers = max(1, sum(1 for n in os.listdir(path) if n.startswith("%s%s-" % (MARK, a.runid))))
         what = human(need) + (" (x %d hosts sharing it)" % sharers if sharers > 1 else "")
         doc["free"] = check_space(path, need * sharers, a.min_free, what,
-                                  files=(len(names) + 1) * sharers)
+                                  files=(len(names) + (a.workload == "small")) * sharers)
         doc["sharers"] = sharers
         pattern = _pattern()
         files = []
