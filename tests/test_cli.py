@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,21 @@ def run(*args, cwd=ROOT):
                           timeout=300)
 
 
+def assert_self_contained(html: str) -> None:
+    """The report opens anywhere: no stylesheet, script, image or frame fetched from
+    elsewhere (every such reference is a data: URI or empty: filled in by the report's own
+    script), and its styles are inline."""
+    tags = re.findall(r"<(link|script|img|iframe|frame|source|embed|object)\b([^>]*)>", html, re.I)
+    outside = [f"<{t}{a}>" for t, a in tags if t.lower() == "link"
+               or re.search(r"\b(?:src|href|data)\s*=\s*['\"]?(?!data:|['\"\s>])", a, re.I)]
+    assert outside == [], outside
+    styles = re.findall(r"<style[^>]*>(.*?)</style>", html, re.S | re.I)
+    assert not re.search(r"@import|url\(\s*(?!['\"]?data:)", "".join(styles), re.I)
+    assert any(".so-table{" in css for css in styles), "the report's own styles are not inline"
+    assert any(re.search(r"\.summary|#results-table", css) for css in styles), \
+        "pytest-html's styles are not inline"
+
+
 def test_no_options_runs_locally_without_ssh(tmp_path):
     p = run("--report-dir", str(tmp_path))
     res = json.loads((tmp_path / "results.json").read_text())
@@ -26,7 +42,7 @@ def test_no_options_runs_locally_without_ssh(tmp_path):
     assert res["verdict"] == "PASS" and p.returncode == 0, p.stdout
     assert {r["status"] for r in res["results"]} == {"PASS", "N.A."}
     html = (tmp_path / "report.html").read_text()
-    assert "<link " not in html.lower() or "stylesheet" not in html.lower()  # self-contained
+    assert_self_contained(html)
     assert (tmp_path / "junit.xml").exists()
 
 

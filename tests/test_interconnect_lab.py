@@ -3,17 +3,19 @@ hosts over SSH, a threshold the machine cannot reach, and a hung collective kill
 
 from __future__ import annotations
 
-import json
+import base64
 import os
+import re
 import subprocess
 import sys
 import time
+from html import unescape
 
 import pytest
 from lab import Lab
-from test_lab_acceptance import ROOT, _only, accept, by_key
+from test_lab_acceptance import _only, accept, by_key
 
-from signoff import inventory
+from signoff import inventory, plots
 from signoff.fleet import Fleet, ProbeError
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
@@ -88,8 +90,18 @@ def _cwd(pid: str) -> str:
 def test_report_has_curve_and_json_has_rows(inv, tmp_path):
     rc, res, out = accept(tmp_path, "-k", "allreduce_busbw", "--inventory",
                           str(_only(inv, ["lab2"])), "--profile", "local")
+    assert rc == 0 and res["verdict"] == "PASS", out
+    bw = by_key(res)[("allreduce_busbw", "lab2")]
+    assert bw["status"] == "PASS" and bw["details"]["backend"] == "gloo", bw
+    rows = bw["details"]["rows"]
+    assert [x["bytes"] for x in rows] == [1 << k for k in range(20, 25)]
+    assert bw["measured"] == pytest.approx(rows[-1]["busbw"], rel=0.01)  # judged at 16M
     html = (tmp_path / "report" / "report.html").read_text()
-    assert "data:image/png;base64" in html and "busbw GB/s" in html
-    saved = json.loads((tmp_path / "report" / "results.json").read_text())
-    assert saved["results"][0]["details"]["backend"] == "gloo"
-    assert ROOT.exists()
+    # the curve is a real PNG image in the report, and the table has a row per size
+    png = base64.b64decode(re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html).group(1))
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000
+    page = unescape(html)  # pytest-html keeps each check's extras in an escaped JSON blob
+    table = page[page.index("<th>busbw GB/s</th>"):]
+    for x in rows:
+        assert f"<td>{plots.human_bytes(x['bytes'])}</td>" in table and f"<td>{x['busbw']:.2f}</td>" \
+            in table, x

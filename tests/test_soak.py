@@ -223,11 +223,26 @@ def test_reason_bits_decoded():
 # ------------------------------------------------ report
 
 def test_plot_and_table_render():
+    import base64
+
+    import matplotlib.image
+
+    def draw(s):
+        png = soakplots.timeseries("node01", s, [{"temp_thresholds": {"slowdown": 89, "mem_max": 95},
+                                                  "power_limit_w": 700.0}] * 4,
+                                   {"temp": 79, "mem_temp": 94, "tflops": 615}, 30)
+        return matplotlib.image.imread(io.BytesIO(base64.b64decode(png)), format="png")
+
+    def red(img):  # pixels of the failing-reason ticks (pure red)
+        return int(((img[..., 0] > 0.9) & (img[..., 1] < 0.2) & (img[..., 2] < 0.2)).sum())
+
     s = series(reasons=lambda g, t: 0x4 | (0x40 if g == 0 and t > 80 else 0))
-    png = soakplots.timeseries("node01", s, [{"temp_thresholds": {"slowdown": 89, "mem_max": 95},
-                                              "power_limit_w": 700.0}] * 4,
-                               {"temp": 79, "mem_temp": 94, "tflops": 615}, 30)
-    assert len(png) > 10000
+    img = draw(s)
+    h, w = img.shape[:2]
+    assert 500 < w < 800 and 1.2 * w < h < 1.6 * w, img.shape  # 8 x 12 in at 90 dpi, trimmed
+    assert img[..., :3].std() > 0.05, "a blank image"
+    # GPU 0's hw_thermal from t = 80 s shows as red ticks; a run with the power cap only has none
+    assert red(img) > 50 and red(draw(series())) == 0
     html = soakplots.table(soak.summary(s, 30, 30), 1.0)
     assert html.count("<tr>") == 5 and "hw_thermal 10" in html and "sw_power_cap 91" in html
 

@@ -264,7 +264,7 @@ def test_inodes_running_out_is_said_so_not_space(tmp_path, few_inodes):
     # (the run's own directory, made by the claim, takes one and is removed again)
     doc = probe(tmp_path / "s", "run", "--path", str(few_inodes), "--workload", "small",
                 "--files", "100", "--file-size", "4K", "--runtime", "1")
-    assert doc["error"] == (f"refusing to create 101 files and directories in {few_inodes}: it has "
+    assert doc["error"] == (f"refusing to create 101 files in {few_inodes}: it has "
                             f"{st.f_favail - 1} free inodes of 64 (df -i), and 10% (6) must stay free; "
                             "free inodes, use fewer files in the profile, or pass --storage-readonly "
                             "to measure existing files"), doc
@@ -280,7 +280,7 @@ def test_inodes_running_out_is_said_so_not_space(tmp_path, few_inodes):
     assert os.statvfs(few_inodes).f_favail == 0
     doc = probe(tmp_path / "s", "claim", "--path", str(few_inodes), "--runid", "t8", "--host", "h",
                 "--min-free", "0%")
-    assert doc["error"].startswith(f"refusing to create 1 files and directories in {few_inodes}: "
+    assert doc["error"].startswith(f"refusing to create 1 file in {few_inodes}: "
                                    "it has 0 free inodes of 64 (df -i); free inodes"), doc
     assert marked(few_inodes) == []
     # what an ENOSPC met while writing (another writer took the inodes after the check) says

@@ -146,7 +146,7 @@ def test_read_only_dataset_is_measured_and_ram_is_not_storage(env, tmp_path):
     # a dataset smaller than the profile asks is not measured: how much is there, and where
     few = {c: r[(c, "lab3")] for c in ("storage_read_seq", "storage_read_small")}
     assert few["storage_read_seq"]["status"] == "ERROR" and few["storage_read_seq"]["message"] == (
-        f"lab3: storage path {d['few']} holds 4.0 MiB in 1 files of at least 1.0 MiB; the profile "
+        f"lab3: storage path {d['few']} holds 4.0 MiB in 1 file of at least 1.0 MiB; the profile "
         "asks to read 128.0 MiB (size): read-only mode reads only the files already there, so point "
         "it at a larger dataset or lower size"), few
     assert few["storage_read_small"]["status"] == "ERROR" and few["storage_read_small"]["message"] \
@@ -181,7 +181,7 @@ def test_odd_path_is_measured_by_fio_and_inodes_running_out_is_named(env, tmp_pa
     for c in ("storage_read_seq", "storage_read_small"):
         x = r[(c, "lab3")]
         assert x["status"] == "ERROR" and x["message"] == (
-            f"lab3: refusing to create 516 files and directories in {d['inodes']}: it has "
+            f"lab3: refusing to create 516 files in {d['inodes']}: it has "
             f"{free.f_favail} free inodes of {free.f_files} (df -i), and 10% (6) must stay free; "
             "free inodes, use fewer files in the profile, or pass --storage-readonly to measure "
             "existing files"), x

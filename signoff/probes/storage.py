@@ -84,6 +84,10 @@ def human(n):
     return "%d B" % n
 
 
+def plural(n, what):
+    return "%d %s%s" % (n, what, "" if n == 1 else "s")
+
+
 def own_dir(path, runid, host):
     return os.path.join(path, "%s%s-%s" % (MARK, runid, re.sub(r"[^A-Za-z0-9._-]", "_", host)))
 
@@ -185,10 +189,10 @@ def check_space(path, need, min_free, what, files=0):
         text = str(min_free).strip()
         keep = int(total_i * float(text[:-1]) / 100) if text.endswith("%") else 0
         if free_i - files < keep:
-            raise Refused("refusing to create %d files and directories in %s: it has %d free inodes "
+            raise Refused("refusing to create %s in %s: it has %d free inodes "
                           "of %d (df -i)%s; free inodes, use fewer files in the profile, or pass "
                           "--storage-readonly to measure existing files"
-                          % (files, path, free_i, total_i,
+                          % (plural(files, "file"), path, free_i, total_i,
                              ", and %s (%d) must stay free" % (text, keep) if keep else ""))
     avail, total = space(path)
     margin, label = margin_bytes(min_free, total)
@@ -420,10 +424,11 @@ def select_existing(path, a):
     # A figure from a fraction of the data the profile asks for is not its measurement.
     walked = " (the first %d entries looked at)" % WALK_LIMIT if seen >= WALK_LIMIT else ""
     if want is not None and total < want:
-        raise Refused("storage path %s holds %s in %d files of at least %s%s; the profile asks to "
+        raise Refused("storage path %s holds %s in %s of at least %s%s; the profile asks to "
                       "read %s (size): read-only mode reads only the files already there, so "
                       "point it at a larger dataset or lower size" % (
-                          path, human(total), len(out), human(bs), walked, human(want)))
+                          path, human(total), plural(len(out), "file"), human(bs), walked,
+                          human(want)))
     if want is None and len(out) < a.files:
         raise Refused("storage path %s holds %d readable non-empty files%s; the profile asks to "
                       "read %d (files): read-only mode reads only the files already there, so "
@@ -449,7 +454,7 @@ def cmd_prepare(a):
         sharers = max(1, sum(1 for n in os.listdir(path) if n.startswith("%s%s-" % (MARK, a.runid))))
         what = human(need) + (" (x %d hosts sharing it)" % sharers if sharers > 1 else "")
         doc["free"] = check_space(path, need * sharers, a.min_free, what,
-                                  files=(len(names) + 1) * sharers)
+                                  files=(len(names) + (a.workload == "small")) * sharers)
         doc["sharers"] = sharers
         pattern = _pattern()
         files = []
