@@ -50,6 +50,7 @@ def test_healthy_lab_passes_with_iperf3(lab, tmp_path):
     for v in pairs.values():
         assert v["details"]["tool"] == "iperf3" and v["details"]["line_rate_gbps"] == 10.0
         assert v["measured"] == v["details"]["gbps"] and v["unit"] == "Gb/s"  # veth: no real line rate
+        assert v["details"]["fraction"] is None  # of a nominal speed: not shown
     assert r[("multinode_allreduce", "all hosts")]["status"] == "PASS"
 
 
