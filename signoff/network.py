@@ -121,12 +121,16 @@ class Network:
         return ["--device", port["device"], "--ib-port", str(port["port"])]
 
     def tool(self, a: str, b: str, want: str) -> str:
-        have = [self.info(h)["tools"] for h in (a, b)]
-        if want in ("auto", "iperf3") and all(t["iperf3"] for t in have):
-            return "iperf3"
-        if want == "ib_write_bw" and all(t["ib_write_bw"] for t in have):
-            return "ib_write_bw"
-        return "builtin"
+        """The profile's tool; auto: iperf3 where both hosts have it, else the built-in probe.
+        A named tool is never swapped for another (TCP would be judged against an RDMA rate)."""
+        have = {h: self.info(h)["tools"] for h in (a, b)}
+        if want in ("iperf3", "ib_write_bw"):
+            missing = [h for h, t in have.items() if not t[want]]
+            if missing:
+                raise ProbeError(f"{pair_id(a, b)}: {want} is not installed on {', '.join(missing)} "
+                                 f"(the profile's net_pair_bandwidth.tool)")
+            return want
+        return "iperf3" if want == "auto" and all(t["iperf3"] for t in have.values()) else "builtin"
 
     # --- host pairs ---------------------------------------------------------------
     def pair(self, a: str, b: str, pairs: list, streams: int, duration: int, tool: str) -> dict:

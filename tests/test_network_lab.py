@@ -50,6 +50,7 @@ def test_healthy_lab_passes_with_iperf3(lab, tmp_path):
     for v in pairs.values():
         assert v["details"]["tool"] == "iperf3" and v["details"]["line_rate_gbps"] == 10.0
         assert v["measured"] == v["details"]["gbps"] and v["unit"] == "Gb/s"  # veth: no real line rate
+        assert v["details"]["fraction"] is None  # of a nominal speed: not shown
     assert r[("multinode_allreduce", "all hosts")]["status"] == "PASS"
 
 
@@ -233,3 +234,16 @@ def test_ib_write_bw_fake_measures_the_data_iface_card_and_errors_above_line_rat
     assert "250 Gb/s (ib_write_bw, 2 streams) is 2.5 x the 100 Gb/s line rate" in over["message"]
     assert "allowed 1.05 x" in over["message"]
     assert over["measured"] == 2.5 and over["details"]["gbps"] == 250.0  # measured, kept on an ERROR
+
+
+def test_ib_write_bw_named_by_the_profile_is_never_swapped_for_tcp(lab, tmp_path):
+    # no ib_write_bw on these hosts (no fake on PATH): ERROR naming them, not a TCP figure
+    prof = tmp_path / "ib.yaml"
+    prof.write_text(f"extends: {LAB}\ncriteria:\n  net_pair_bandwidth: {{min: 0.9, unit: x line rate, "
+                    "tool: ib_write_bw, streams: 2, duration: 1, source: 'as h200-8x-nvlink.yaml'}\n")
+    rc, res, out = accept(tmp_path, "acceptance/test_network.py", "-k", "pair", "--inventory",
+                          inventory(lab, tmp_path), "--profile", str(prof))
+    pairs = {k[1]: v for k, v in by_key(res).items() if k[0] == "net_pair_bandwidth"}
+    assert pairs["lab1->lab2"]["message"] == ("lab1->lab2: ib_write_bw is not installed on lab1, lab2 "
+                                              "(the profile's net_pair_bandwidth.tool)")
+    assert {v["status"] for v in pairs.values()} == {"ERROR"}
