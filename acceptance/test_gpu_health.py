@@ -53,7 +53,7 @@ def test_nvlink_up(host, gpus, profile, check):
 
 def test_power_limit(host, gpus, profile, check):
     """The enforced power limit is the class's rated one: an admin cap (nvidia-smi -pl) below
-    it holds every GPU at SW power cap, slow yet cool, which no soak threshold would notice."""
+    it holds every GPU at SW power cap, slow yet cool, the reason a GPU at full load shows anyway."""
     # a profile without a class (local) has no rated figure: the GPU's own default is the floor
     t = profile.threshold("power_limit") if profile.gpu_required or "power_limit" in profile.criteria \
         else None

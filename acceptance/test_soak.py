@@ -156,7 +156,7 @@ def test_soak_throttle(host, gpus, profile, soak_run, check, attach):
     bad = v.failures if not t.ok(v.measured) else []
     causes = sorted({soak.REASON_CAUSE.get(n, n) for r in v.details["gpus"] for n in r["failing"]}
                     | ({"an admin power cap below the class's rated limit (nvidia-smi -pl)"}
-                       if any("an admin cap" in f for f in v.failures) else set()))
+                       if v.details["power_capped_gpus"] else set()))
     check.require(bad, v.measured, f"samples with {', '.join(fail)} {t.expected}", t.source,
                   cause="; ".join(causes), details=_details(hs, v, soak_run.plan))
 

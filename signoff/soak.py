@@ -411,34 +411,35 @@ def judge_throttle(s: Series, fail: tuple = FAIL_REASONS, limits: list | None = 
     normal only at the class's rated limit: under an enforced limit below `rated` W (limits:
     per GPU, the soak header's power_limit_w) its samples fail too."""
     rows = throttle(s, fail)
-    fails = []
+    fails, capped = [], []
     for r in rows:
+        g = r["gpu"]
         for name, n in r["failing"].items():
-            fails.append(f"GPU {r['gpu']}: {name} (0x{REASON_BITS[name]:x}) in {n}/{r['samples']} "
+            fails.append(f"GPU {g}: {name} (0x{REASON_BITS[name]:x}) in {n}/{r['samples']} "
                          f"samples, {r['first']:g}..{r['last']:g} s")
-        cap = (limits or [None] * s.n)[r["gpu"]]
+        cap = limits[g] if limits and g < len(limits) else None
         n = r["counts"].get("sw_power_cap", 0)
         if n and rated is not None and cap is not None and cap < rated:
-            fails.append(f"GPU {r['gpu']}: sw_power_cap (0x4) in {n}/{r['samples']} samples under an "
+            capped.append(g)
+            fails.append(f"GPU {g}: sw_power_cap (0x4) in {n}/{r['samples']} samples under an "
                          f"enforced power limit of {cap:g} W < the class's {rated:g} W (an admin cap)")
             mask = mask_of(fail) | REASON_BITS["sw_power_cap"]
-            r["failing_samples"] = sum(1 for m in s.get("reasons", r["gpu"])[1] if int(m) & mask)
+            r["failing_samples"] = sum(1 for m in s.get("reasons", g)[1] if int(m) & mask)
     seen: dict[str, int] = {}
     for r in rows:
         for name, n in r["counts"].items():
             if name not in fail:
                 seen[name] = seen.get(name, 0) + n
     total = sum(r["samples"] for r in rows)
-    normal = not fails or all("sw_power_cap (0x4)" not in f for f in fails)
     notes = [f"{name} (0x{REASON_BITS.get(name, 0):x}) in {n}/{total} GPU samples"
-             + (" (normal at full load)" if name == "sw_power_cap" and normal else "")
+             + (" (normal at full load)" if name == "sw_power_cap" and not capped else "")
              for name, n in sorted(seen.items())]
     dead = [r["gpu"] for r in rows if not r["samples"]]
     if dead or not total:  # one silent GPU is unjudged, whatever the others say
         raise Unjudgeable(f"NVML gave no clock-event reasons for GPU {', '.join(map(str, dead))}")
     return Verdict(fails, sum(r["failing_samples"] for r in rows),
                    {"gpus": rows, "fail_on": list(fail), "power_limit_w": limits,
-                    "rated_power_w": rated}, notes)
+                    "rated_power_w": rated, "power_capped_gpus": capped}, notes)
 
 
 def judge_clock(s: Series, warmup: float, max_drop: float, corr: float) -> Verdict:

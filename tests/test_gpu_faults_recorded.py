@@ -151,3 +151,17 @@ def test_sysinfo_keeps_unreadable_links_and_reads_power_limits():
     assert probe.nvlinks(nv, None)["links"] == 0 and len(probe.nvlinks(nv, None)["unreadable"]) == 18
     assert probe.power_limits(nv, None) == {"enforced_w": 350.0, "limit_w": 350.0, "default_w": 400.0,
                                             "min_w": 100.0, "max_w": 400.0}
+
+
+def test_gpu_host_of_another_class_is_not_measured_at_its_sizes(tmp_path):
+    """The recorded (healthy) 2x H200 under the 8-GPU profile: the class checks FAIL and the
+    heavy measurements (soak, all-reduce, P2P) are NOT RUN, naming the class guard."""
+    res = run(tmp_path, faulty_h200(tmp_path, lambda g0, g1: None), "acceptance/test_soak.py",
+              "acceptance/test_interconnect.py", "acceptance/test_gpu_health.py", "-k",
+              "gpu_count or soak_gemm_tflops or soak_throttle or allreduce_busbw or p2p_bandwidth",
+              profile="h200-8x-nvlink")
+    assert res["gpu_count"]["status"] == "FAIL"
+    for crit in ("soak_gemm_tflops", "soak_throttle", "allreduce_busbw", "p2p_bandwidth"):
+        assert res[crit]["status"] == "NOT RUN", res[crit]
+        assert res[crit]["message"].startswith("not run: class guard of profile h200-8x-nvlink")
+        assert "gpunode: 2 GPUs where 8 are expected" in res[crit]["message"]

@@ -99,6 +99,7 @@ def test_power_capped_h100_node_fails_the_soak():
     assert thr.failures[3] == ("GPU 3: sw_power_cap (0x4) in 91/91 samples under an enforced power "
                                "limit of 350 W < the class's 700 W (an admin cap)")
     assert "normal at full load" not in " ".join(thr.notes)
+    assert thr.details["power_capped_gpus"] == [*range(8)]
     # at the rated limit the same reason is the normal one of a GPU at full load
     ok = soak.judge_throttle(s, soak.FAIL_REASONS, [700.0] * 8, 700)
     assert ok.failures == []
