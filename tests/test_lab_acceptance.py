@@ -264,3 +264,88 @@ def test_ctrl_c_twice_writes_the_reports_and_cleans_up_within_seconds(lab, tmp_p
     assert marked(shared) == [], f"storage marks left behind\n{out}"
     assert [w for w in workdirs if os.path.exists(w)] == [], f"temp dirs left behind\n{out}"
     assert _readers(runid) == [], "storage probe still running after Ctrl-C twice"
+
+
+def _lock_dir(lab, name: str) -> Path:
+    """The run lock of a lab host (signoff.fleet.KEEPER: named by its network namespace)."""
+    ino = os.stat(f"/run/netns/{lab.host(name).netns}").st_ino
+    return Path(f"/tmp/signoff-lock.{ino}")
+
+
+def _start(inv: Path, rd: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/", "--report-dir", str(rd),
+                             "-p", "no:cacheprovider", "--inventory", str(inv), "--profile", "local",
+                             *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_for_result(rd: Path, timeout: float = 90) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:  # until lab1 has a result (lab2's probe hangs meanwhile)
+        res = json.loads((rd / "results.json").read_text()) if (rd / "results.json").exists() else {}
+        if res.get("results"):
+            return res
+        time.sleep(0.3)
+    raise AssertionError("the run never reported a result")
+
+
+def test_sigkilled_controller_probes_die_and_next_run_lists_leftovers(lab, tmp_path):
+    """kill -9 of the controller: its probes die on the hosts with their SSH channels (not
+    10 s later still running), the lock it held does not block the next run (released by
+    its keeper, or stale when the keeper died too), and the next run names the temp dirs
+    the killed one left, on the terminal, in results.json and in the report."""
+    marker = f"signoff-kill-{os.getpid()}"
+    inv = hung_lab2(lab, tmp_path, marker)
+    rd = tmp_path / "killed"
+    p = _start(inv, rd, "--probe-timeout", "300")
+    try:
+        res = _wait_for_result(rd)
+        assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+        lock1, lock2 = _lock_dir(lab, "lab1"), _lock_dir(lab, "lab2")
+        assert res["meta"]["run"] in (lock1 / "owner").read_text()
+        os.kill(int((lock1 / "pid").read_text()), signal.SIGKILL)  # lab1's keeper dies first
+        time.sleep(0.5)
+    finally:
+        p.kill()
+        p.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and (leftovers(res) or lock2.exists()
+                                      or subprocess.run(["pgrep", "-f", marker]).returncode == 0):
+        time.sleep(0.2)
+    left = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+    assert left == "" and leftovers(res) == [], f"probes still running 10 s after kill -9: {left}"
+    assert not lock2.exists(), "the keeper did not release lab2's lock when its channel went"
+    assert lock1.exists(), "lab1's lock should be stale (its keeper was killed), not removed"
+    dirs = {h: f["workdir"] for h, f in res["hosts"].items() if "workdir" in f}
+    assert dirs and all(os.path.isdir(d) for d in dirs.values())
+    try:
+        inv2 = _only(lab.write_inventory(tmp_path / "inv2.yaml", python=sys.executable), ["lab1", "lab2"])
+        rc, res2, out = accept(tmp_path, "acceptance/test_versions.py", "--inventory", str(inv2),
+                               "--profile", "local")
+        assert rc == 0 and res2["verdict"] == "PASS", out  # the stale lock did not block lab1
+        html = (tmp_path / "report" / "report.html").read_text()
+        for host, d in dirs.items():
+            assert any(d in w for w in res2["leftovers"][host]), res2.get("leftovers")
+            assert f"leftover on {host}: probe temp dir {d} of a run that is gone" in out
+            assert d in html
+    finally:
+        subprocess.run(["rm", "-rf", *dirs.values()])
+
+
+def test_second_run_on_the_same_hosts_is_refused_naming_the_first(lab, tmp_path):
+    marker = f"signoff-lock-{os.getpid()}"
+    first = _start(hung_lab2(lab, tmp_path, marker), tmp_path / "first", "--probe-timeout", "300")
+    try:
+        owner = _wait_for_result(tmp_path / "first")["meta"]["run"]
+        inv = _only(lab.write_inventory(tmp_path / "inv2.yaml", python=sys.executable), ["lab1", "lab2"])
+        t0 = time.monotonic()
+        rc, res, out = accept(tmp_path, "acceptance/test_versions.py", "--inventory", str(inv),
+                              "--profile", "local")
+        assert time.monotonic() - t0 < 60, "refusing must not wait (default --lock-wait 0)"
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+    assert rc == 1 and res["verdict"] == "FAIL", out
+    for r in res["results"]:
+        assert r["status"] == "ERROR", r
+        assert f"{r['host']}: in use by another signoff run: run {owner} by " in r["message"], r
+        assert "since 20" in r["message"] and "--lock-wait" in r["message"]
