@@ -349,3 +349,40 @@ def test_second_run_on_the_same_hosts_is_refused_naming_the_first(lab, tmp_path)
         assert r["status"] == "ERROR", r
         assert f"{r['host']}: in use by another signoff run: run {owner} by " in r["message"], r
         assert "since 20" in r["message"] and "--lock-wait" in r["message"]
+
+
+def test_a_host_that_does_not_answer_the_cleanup_is_named_not_waited_for(lab, tmp_path):
+    """Cleanup is bounded: a host whose sshd stops answering mid-run holds up the end of the
+    run CLEANUP_S at most, and the run says what it left there (temp dir, run lock)."""
+    from signoff import inventory
+    from signoff.fleet import CLEANUP_S, Fleet
+
+    inv = inventory.load(_only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), ["lab3"]))
+    f = Fleet(inv)
+    assert f.facts("lab3")["python"]
+    wd, lock = f.sessions["lab3"].workdir, _lock_dir(lab, "lab3")
+    assert os.path.isdir(wd) and lock.is_dir()
+    ns = lab.host("lab3").netns
+    sshd = [int(p) for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                           text=True).stdout.split()
+            if Path(f"/proc/{p}/comm").read_text().strip() == "sshd"]
+    assert sshd
+    for pid in sshd:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        f.close()
+        took = time.monotonic() - t0
+    finally:
+        for pid in sshd:
+            os.kill(pid, signal.SIGCONT)
+    assert took < CLEANUP_S + 5, f"cleanup waited {took:.0f} s for a host that does not answer"
+    left = f.notes["left_behind"]["lab3"]
+    assert any(f"probe temp dir {wd}" in w and f"no answer to the cleanup within {CLEANUP_S} s" in w
+               for w in left), left
+    assert any(f"run lock {lock}" in w for w in left), left
+    subprocess.run(["rm", "-rf", wd])
+    deadline = time.time() + 10  # its SSH connection closed: the keeper releases the lock
+    while lock.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not lock.exists()
