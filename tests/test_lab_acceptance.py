@@ -386,3 +386,27 @@ def test_a_host_that_does_not_answer_the_cleanup_is_named_not_waited_for(lab, tm
     while lock.exists() and time.time() < deadline:
         time.sleep(0.2)
     assert not lock.exists()
+
+
+def test_lock_wait_waits_for_the_other_run_then_measures(lab, tmp_path):
+    marker = f"signoff-wait-{os.getpid()}"
+    first = _start(hung_lab2(lab, tmp_path, marker), tmp_path / "first", "--probe-timeout", "300")
+    try:
+        _wait_for_result(tmp_path / "first")
+        inv = _only(lab.write_inventory(tmp_path / "inv2.yaml", python=sys.executable), ["lab1", "lab2"])
+        rd = tmp_path / "report"
+        second = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--partial",
+                                   "--report-dir", str(rd), "-p", "no:cacheprovider", "--inventory", str(inv),
+                                   "--profile", "local", "--lock-wait", "120"], cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(8)
+        assert second.poll() is None, "the second run should be waiting for the lock"
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+        out, _ = second.communicate(timeout=120)
+    finally:
+        for p in (first, locals().get("second")):
+            if p is not None and p.poll() is None:
+                p.kill()
+    res = json.loads((rd / "results.json").read_text())
+    assert second.returncode == 0 and res["verdict"] == "PASS", out
