@@ -410,3 +410,34 @@ def test_lock_wait_waits_for_the_other_run_then_measures(lab, tmp_path):
                 p.kill()
     res = json.loads((rd / "results.json").read_text())
     assert second.returncode == 0 and res["verdict"] == "PASS", out
+
+
+def test_ctrl_c_during_a_probe_in_the_main_thread_stops_at_once(lab, tmp_path):
+    """Fabric answered Ctrl-C by waiting for the remote command's output to end: the run
+    stopped only when the probe did (its --probe-timeout; 58 s in the field)."""
+    marker = f"signoff-main-{os.getpid()}"
+    py = tmp_path / "hangs_on_allreduce"
+    py.write_text(f'#!/bin/bash\n[ "$1" = allreduce.py ] && exec -a {marker} sleep 600\n'
+                  f'exec {sys.executable} "$@"\n')
+    py.chmod(0o755)
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=str(py)), ["lab1"])
+    rd = tmp_path / "report"
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/test_interconnect.py", "-k",
+                          "allreduce_busbw", "--report-dir", str(rd), "-p", "no:cacheprovider",
+                          "--inventory", str(inv), "--profile", "local", "--probe-timeout", "300"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and subprocess.run(["pgrep", "-f", marker]).returncode != 0:
+            time.sleep(0.2)
+        assert subprocess.run(["pgrep", "-f", marker]).returncode == 0, "the probe never started"
+        p.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, _ = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert time.monotonic() - t0 < 15, f"exited {time.monotonic() - t0:.0f} s after Ctrl-C\n{out}"
+    res = json.loads((rd / "results.json").read_text())
+    assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"], out
+    assert subprocess.run(["pgrep", "-f", marker]).returncode != 0, "probe still running"
+    assert not os.path.exists(res["hosts"]["lab1"]["workdir"])
