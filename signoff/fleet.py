@@ -57,7 +57,9 @@ KILL_PROBES = ("for f in {wd}/.pid.*; do p=${{f##*.}}; [ \"$p\" = '*' ] && conti
 # channel goes, even if the controller was SIGKILLed). Its pid is in the lock: a lock
 # whose keeper is dead (a crashed host, a KILLed keeper) is stale and taken over. Named
 # by the network namespace, which is the host as its SSH clients see it (network-namespace
-# hosts share one /tmp). The xdist workers of one run share its lock.
+# hosts share one /tmp). The xdist workers of one run share its lock. The trap ignores
+# TERM before it removes the lock: `timeout` sends its group (rm included) a second TERM;
+# and nothing may be written to the closed channel (sh's "Terminated": SIGPIPE).
 KEEPER = """L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9)
 end=$(( $(date +%s) + {wait} ))
 while ! mkdir "$L" 2>/dev/null; do
@@ -69,8 +71,8 @@ while ! mkdir "$L" 2>/dev/null; do
   sleep 1
 done
 echo {owner} > "$L/owner"; echo $$ > "$L/pid"
-trap 'rm -rf "$L"; exit 0' TERM INT HUP
-echo "locked $L $$"
+trap 'trap "" TERM INT HUP; rm -rf "$L"; exit 0' TERM INT HUP
+echo "locked $L $$"; exec >/dev/null 2>&1
 while :; do sleep 2 & wait $!; done"""
 KEEPER_S = 30 * 86400  # the host-side limit of a keeper: longer than any soak
 

@@ -56,7 +56,8 @@ def guarded(command: str, timeout: float) -> str:
     while a watcher reads the shell's stdin, which the controller holds open for as long
     as it waits. EOF there (the controller was killed, or gave up on the command, and its
     SSH channel or pipe closed) TERMs the group; `timeout -k` KILLs what outlives that."""
-    inner = f"timeout -k {KILL_GRACE_S} {timeout:g} sh -c {shlex.quote(command)}"
+    limit = f"{timeout:.3f}".rstrip("0").rstrip(".")  # not 2.592e+06
+    inner = f"timeout -k {KILL_GRACE_S} {limit} sh -c {shlex.quote(command)}"
     # A background list's stdin is /dev/null in sh, so the watcher reads a copy (fd 3);
     # its output goes to /dev/null, or sshd would wait for it before closing the channel.
     wrapper = (f"exec 3<&0; {inner} </dev/null 3<&- & p=$!; "

@@ -287,3 +287,180 @@ def test_ctrl_c_twice_writes_the_reports_and_cleans_up_within_seconds(lab, tmp_p
     assert marked(shared) == [], f"storage marks left behind\n{out}"
     assert [w for w in workdirs if os.path.exists(w)] == [], f"temp dirs left behind\n{out}"
     assert _readers(runid) == [], "storage probe still running after Ctrl-C twice"
+
+
+def _lock_dir(lab, name: str) -> Path:
+    """The run lock of a lab host (signoff.fleet.KEEPER: named by its network namespace)."""
+    ino = os.stat(f"/run/netns/{lab.host(name).netns}").st_ino
+    return Path(f"/tmp/signoff-lock.{ino}")
+
+
+def _start(inv: Path, rd: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/", "--report-dir", str(rd),
+                             "-p", "no:cacheprovider", "--inventory", str(inv), "--profile", "local",
+                             *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_for_result(rd: Path, timeout: float = 90) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:  # until lab1 has a result (lab2's probe hangs meanwhile)
+        res = json.loads((rd / "results.json").read_text()) if (rd / "results.json").exists() else {}
+        if res.get("results"):
+            return res
+        time.sleep(0.3)
+    raise AssertionError("the run never reported a result")
+
+
+def test_sigkilled_controller_probes_die_and_next_run_lists_leftovers(lab, tmp_path):
+    """kill -9 of the controller: its probes die on the hosts with their SSH channels (not
+    10 s later still running), the lock it held does not block the next run (released by
+    its keeper, or stale when the keeper died too), and the next run names the temp dirs
+    the killed one left, on the terminal, in results.json and in the report."""
+    marker = f"signoff-kill-{os.getpid()}"
+    inv = hung_lab2(lab, tmp_path, marker)
+    rd = tmp_path / "killed"
+    p = _start(inv, rd, "--probe-timeout", "300")
+    try:
+        res = _wait_for_result(rd)
+        assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+        lock1, lock2 = _lock_dir(lab, "lab1"), _lock_dir(lab, "lab2")
+        assert res["meta"]["run"] in (lock1 / "owner").read_text()
+        os.kill(int((lock1 / "pid").read_text()), signal.SIGKILL)  # lab1's keeper dies first
+        time.sleep(0.5)
+    finally:
+        p.kill()
+        p.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and (leftovers(res) or lock2.exists()
+                                      or subprocess.run(["pgrep", "-f", marker]).returncode == 0):
+        time.sleep(0.2)
+    left = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+    assert left == "" and leftovers(res) == [], f"probes still running 10 s after kill -9: {left}"
+    assert not lock2.exists(), "the keeper did not release lab2's lock when its channel went"
+    assert lock1.exists(), "lab1's lock should be stale (its keeper was killed), not removed"
+    dirs = {h: f["workdir"] for h, f in res["hosts"].items() if "workdir" in f}
+    assert dirs and all(os.path.isdir(d) for d in dirs.values())
+    try:
+        inv2 = _only(lab.write_inventory(tmp_path / "inv2.yaml", python=sys.executable), ["lab1", "lab2"])
+        rc, res2, out = accept(tmp_path, "acceptance/test_versions.py", "--inventory", str(inv2),
+                               "--profile", "local")
+        assert rc == 0 and res2["verdict"] == "PASS", out  # the stale lock did not block lab1
+        html = (tmp_path / "report" / "report.html").read_text()
+        for host, d in dirs.items():
+            assert any(d in w for w in res2["leftovers"][host]), res2.get("leftovers")
+            assert f"leftover on {host}: probe temp dir {d} of a run that is gone" in out
+            assert d in html
+    finally:
+        subprocess.run(["rm", "-rf", *dirs.values()])
+
+
+def test_second_run_on_the_same_hosts_is_refused_naming_the_first(lab, tmp_path):
+    marker = f"signoff-lock-{os.getpid()}"
+    first = _start(hung_lab2(lab, tmp_path, marker), tmp_path / "first", "--probe-timeout", "300")
+    try:
+        owner = _wait_for_result(tmp_path / "first")["meta"]["run"]
+        inv = _only(lab.write_inventory(tmp_path / "inv2.yaml", python=sys.executable), ["lab1", "lab2"])
+        t0 = time.monotonic()
+        rc, res, out = accept(tmp_path, "acceptance/test_versions.py", "--inventory", str(inv),
+                              "--profile", "local")
+        assert time.monotonic() - t0 < 60, "refusing must not wait (default --lock-wait 0)"
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+    assert rc == 1 and res["verdict"] == "FAIL", out
+    for r in res["results"]:
+        assert r["status"] == "ERROR", r
+        assert f"{r['host']}: in use by another signoff run: run {owner} by " in r["message"], r
+        assert "since 20" in r["message"] and "--lock-wait" in r["message"]
+
+
+def test_a_host_that_does_not_answer_the_cleanup_is_named_not_waited_for(lab, tmp_path):
+    """Cleanup is bounded: a host whose sshd stops answering mid-run holds up the end of the
+    run CLEANUP_S at most, and the run says what it left there (temp dir, run lock)."""
+    from signoff import inventory
+    from signoff.fleet import CLEANUP_S, Fleet
+
+    inv = inventory.load(_only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), ["lab3"]))
+    f = Fleet(inv)
+    assert f.facts("lab3")["python"]
+    wd, lock = f.sessions["lab3"].workdir, _lock_dir(lab, "lab3")
+    assert os.path.isdir(wd) and lock.is_dir()
+    ns = lab.host("lab3").netns
+    sshd = [int(p) for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                           text=True).stdout.split()
+            if Path(f"/proc/{p}/comm").read_text().strip() == "sshd"]
+    assert sshd
+    for pid in sshd:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        f.close()
+        took = time.monotonic() - t0
+    finally:
+        for pid in sshd:
+            os.kill(pid, signal.SIGCONT)
+    assert took < CLEANUP_S + 5, f"cleanup waited {took:.0f} s for a host that does not answer"
+    left = f.notes["left_behind"]["lab3"]
+    assert any(f"probe temp dir {wd}" in w and f"no answer to the cleanup within {CLEANUP_S} s" in w
+               for w in left), left
+    assert any(f"run lock {lock}" in w for w in left), left
+    subprocess.run(["rm", "-rf", wd])
+    deadline = time.time() + 10  # its SSH connection closed: the keeper releases the lock
+    while lock.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not lock.exists()
+
+
+def test_lock_wait_waits_for_the_other_run_then_measures(lab, tmp_path):
+    marker = f"signoff-wait-{os.getpid()}"
+    first = _start(hung_lab2(lab, tmp_path, marker), tmp_path / "first", "--probe-timeout", "300")
+    try:
+        _wait_for_result(tmp_path / "first")
+        inv = _only(lab.write_inventory(tmp_path / "inv2.yaml", python=sys.executable), ["lab1", "lab2"])
+        rd = tmp_path / "report"
+        second = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--partial",
+                                   "--report-dir", str(rd), "-p", "no:cacheprovider", "--inventory", str(inv),
+                                   "--profile", "local", "--lock-wait", "120"], cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(8)
+        assert second.poll() is None, "the second run should be waiting for the lock"
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+        out, _ = second.communicate(timeout=120)
+    finally:
+        for p in (first, locals().get("second")):
+            if p is not None and p.poll() is None:
+                p.kill()
+    res = json.loads((rd / "results.json").read_text())
+    assert second.returncode == 0 and res["verdict"] == "PASS", out
+
+
+def test_ctrl_c_during_a_probe_in_the_main_thread_stops_at_once(lab, tmp_path):
+    """Fabric answered Ctrl-C by waiting for the remote command's output to end: the run
+    stopped only when the probe did (its --probe-timeout; 58 s in the field)."""
+    marker = f"signoff-main-{os.getpid()}"
+    py = tmp_path / "hangs_on_allreduce"
+    py.write_text(f'#!/bin/bash\n[ "$1" = allreduce.py ] && exec -a {marker} sleep 600\n'
+                  f'exec {sys.executable} "$@"\n')
+    py.chmod(0o755)
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=str(py)), ["lab1"])
+    rd = tmp_path / "report"
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/test_interconnect.py", "-k",
+                          "allreduce_busbw", "--report-dir", str(rd), "-p", "no:cacheprovider",
+                          "--inventory", str(inv), "--profile", "local", "--probe-timeout", "300"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and subprocess.run(["pgrep", "-f", marker]).returncode != 0:
+            time.sleep(0.2)
+        assert subprocess.run(["pgrep", "-f", marker]).returncode == 0, "the probe never started"
+        p.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, _ = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert time.monotonic() - t0 < 15, f"exited {time.monotonic() - t0:.0f} s after Ctrl-C\n{out}"
+    res = json.loads((rd / "results.json").read_text())
+    assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"], out
+    assert subprocess.run(["pgrep", "-f", marker]).returncode != 0, "probe still running"
+    assert not os.path.exists(res["hosts"]["lab1"]["workdir"])
