@@ -312,7 +312,7 @@ class Lab:
             files = ["-h", str(self._hostkey(h)), "-E", str(self._sshd_log(h))]
             # -D: sshd stays our child (ip netns exec execs it), so we reap it and see it exit;
             # a daemonised one is reparented to PID 1 and lingers as a zombie until reaped.
-            cmd = ["ip", "netns", "exec", h.netns, SSHD, "-D", "-f", "/dev/null", *files]
+            cmd = [*_NO_BASHRC, "ip", "netns", "exec", h.netns, SSHD, "-D", "-f", "/dev/null", *files]
             with open(self._sshd_log(h), "ab") as log:  # early errors (bad option) go there too
                 self._sshds[h.name] = subprocess.Popen(
                     [*cmd, *_dash_o(opts)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -382,6 +382,17 @@ class SilentListener:
 
 
 # -------------------------------------------------------------------- module helpers
+
+
+# Logins must not source the user's ~/.bashrc: on this image it runs `pyenv init`, whose rehash
+# takes a lock that a login killed mid-way leaves behind, and every later login then waits 60 s
+# for it. sshd runs in its own mount namespace where an empty file hides ~/.bashrc.
+_BASHRC = pathlib.Path.home() / ".bashrc"
+_NO_BASHRC = (
+    ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+     'mount --bind /dev/null "$1" && shift && exec "$@"', "sh", str(_BASHRC)]
+    if _BASHRC.is_file() else []
+)  # fmt: skip
 
 
 def _dash_o(opts: dict) -> list[str]:
