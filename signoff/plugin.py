@@ -363,6 +363,8 @@ def pytest_runtest_makereport(item, call):
     # per phase let JUnit consumers read the (passing) teardown's as the check's.
     prev = item.stash.get(PHASES, None)
     if prev is None or worse(prev[0], status) != prev[0]:
+        if prev and prev[0] != "PASS":  # e.g. a FAIL, then a teardown ERROR: keep both reasons
+            message = f"{message} (before that, {prev[0]}: {prev[1]})"
         item.stash[PHASES] = (status, message)
     if rep.when == "teardown":
         rep.user_properties.append(("signoff_status", list(item.stash[PHASES])))
@@ -453,6 +455,7 @@ class Recorder:
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
         doc = self.state.results.doc
         prefix.extend([report.verdict_block(doc["verdict"] or "INCOMPLETE", doc["meta"]),
+                       report.status_counts(doc["results"]),
                        report.summary_table(doc["results"]),
                        report.network_section(doc["results"]),
                        report.notes_section(doc),

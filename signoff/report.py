@@ -3,9 +3,11 @@ versions matrix with the odd values marked, and the profile used."""
 
 from __future__ import annotations
 
+from collections import Counter
 from html import escape
 
 from signoff import parity
+from signoff.results import STATUSES
 
 STYLE = """<style>
 .so-table{border-collapse:collapse;margin:6px 0 16px}
@@ -164,3 +166,16 @@ def notes_section(doc: dict) -> str:
         return ""
     return ("<h2>On the hosts</h2><ul>" + "".join(f"<li class='so-odd'>{escape(x)}</li>" for x in lines)
             + "</ul>")
+
+
+# pytest-html's own counters count pytest outcomes (an ERROR that could not measure shows as
+# "Failed", N.A. and NOT RUN as "Skipped"): hidden, and ours shown instead.
+_HIDE_PYTEST_COUNTS = ("<style>.summary__data>.run-count,.summary__data>.filter,.controls .filters"
+                       "{display:none}</style>")
+
+
+def status_counts(records: list[dict]) -> str:
+    counts = Counter(r["status"] for r in records)
+    parts = ", ".join(f"<span class='{_cls(s)}' data-status='{s}'>{counts[s]} {s}</span>"
+                      for s in STATUSES if counts[s])
+    return f"{_HIDE_PYTEST_COUNTS}<p class='so-counts'>{len(records)} checks: {parts}</p>"

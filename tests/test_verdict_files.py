@@ -6,9 +6,12 @@ from __future__ import annotations
 import html
 import json
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from collections import Counter
 
-from test_cli import run
+from test_cli import ROOT, run
 
 JUNIT = {"failure": "FAIL", "error": None, "skipped": "N.A."}  # error: ERROR or NOT RUN, by type
 
@@ -50,7 +53,12 @@ def test_results_junit_and_report_agree(tmp_path):
     assert {k.replace(".", "/", 1).replace("::", ".py::", 1): v for k, v in junit.items()} == ours
     assert verdict == "FAIL" and doc["verdict"] == "FAIL" and p.returncode == 1
     assert suite.get("errors") == "1" and suite.get("failures") == "2" and suite.get("skipped") == "1"
+    page = (tmp_path / "r" / "report.html").read_text()
     assert html_statuses(tmp_path / "r" / "report.html") == ours
+    # the page's counts are ours; pytest-html's (2 Failed, 1 Skipped here) are hidden
+    shown = {s: int(n) for s, n in re.findall(r"data-status='([^']+)'>(\d+) ", page)}
+    assert shown == dict(Counter(ours.values())), shown
+    assert ".controls .filters{display:none}" in page
 
 
 def _judged(tmp_path, *args):
@@ -75,3 +83,20 @@ def test_subsets_by_any_flag_are_incomplete(tmp_path):
     p, doc, junit = _judged(tmp_path / "ok", "-o", "python_functions=test_allreduce_c*", "--partial")
     assert doc["verdict"] == "PASS" and p.returncode == 0, p.stdout
     assert junit["signoff::verdict"] == "PASS"
+
+
+def test_a_fail_then_a_teardown_error_keeps_both_reasons(tmp_path):
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n"
+        "@pytest.fixture\n"
+        "def broken_cleanup():\n"
+        "    yield\n"
+        "    raise RuntimeError('cleanup could not reach the host')\n"
+        "def test_judged(broken_cleanup):\n"
+        "    assert False, 'busbw 12 GB/s, expected >= 300'\n")
+    subprocess.run([sys.executable, "-m", "pytest", str(tmp_path / "test_x.py"), "-p", "signoff.plugin",
+                    "--report-dir", str(tmp_path / "r"), "--profile", "local", "-p", "no:cacheprovider"],
+                   cwd=ROOT, capture_output=True, text=True, timeout=120)
+    (rec,) = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
+    assert rec["status"] == "ERROR"
+    assert "cleanup could not reach the host" in rec["message"] and "busbw 12 GB/s" in rec["message"]
