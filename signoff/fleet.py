@@ -298,7 +298,7 @@ class Fleet:
 
     def _gather(self, name: str, s: HostSession) -> dict:
         try:
-            s.take_lock(self.run, self.owner, self.lock_wait)
+            s.take_lock(self.run, self.owner, self.lock_wait, self.probe_timeout)
             facts = s.probe("sysinfo", timeout=self.probe_timeout)
         except (HostUnreachable, ProbeError) as exc:
             if self.on_facts:

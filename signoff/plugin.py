@@ -262,14 +262,20 @@ def _on_facts(state: State):
     return record
 
 
+def _on_note(state: State):
+    def record(section: str, name: str, what: list[str]):
+        if state.results:
+            state.results.set_live(section, name, what)
+    return record
+
+
 @pytest.fixture(scope="session")
 def fleet(pytestconfig):
     state = pytestconfig.stash[STATE]
     f = Fleet(state.inventory, pytestconfig.getoption("accept_new_host_keys"),
               pytestconfig.getoption("connect_timeout"), pytestconfig.getoption("probe_timeout"),
-              on_facts=_on_facts(state), run=state.run_id, lock_wait=pytestconfig.getoption("lock_wait"),
-              on_note=lambda section, name, what: state.results and state.results.set_live(
-                  section, name, what))
+              on_facts=_on_facts(state), on_note=_on_note(state), run=state.run_id,
+              lock_wait=pytestconfig.getoption("lock_wait"))
     f.start()
     yield f
     state.stopping = True

@@ -289,6 +289,10 @@ def test_ctrl_c_twice_writes_the_reports_and_cleans_up_within_seconds(lab, tmp_p
     assert _readers(runid) == [], "storage probe still running after Ctrl-C twice"
 
 
+def _running(marker: str) -> bool:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+
+
 def _lock_dir(lab, name: str) -> Path:
     """The run lock of a lab host (signoff.fleet.KEEPER: named by its network namespace)."""
     ino = os.stat(f"/run/netns/{lab.host(name).netns}").st_ino
@@ -322,7 +326,7 @@ def test_sigkilled_controller_probes_die_and_next_run_lists_leftovers(lab, tmp_p
     p = _start(inv, rd, "--probe-timeout", "300")
     try:
         res = _wait_for_result(rd)
-        assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+        assert _running(marker)
         lock1, lock2 = _lock_dir(lab, "lab1"), _lock_dir(lab, "lab2")
         assert res["meta"]["run"] in (lock1 / "owner").read_text()
         os.kill(int((lock1 / "pid").read_text()), signal.SIGKILL)  # lab1's keeper dies first
@@ -332,7 +336,7 @@ def test_sigkilled_controller_probes_die_and_next_run_lists_leftovers(lab, tmp_p
         p.wait()
     deadline = time.time() + 10
     while time.time() < deadline and (leftovers(res) or lock2.exists()
-                                      or subprocess.run(["pgrep", "-f", marker]).returncode == 0):
+                                      or _running(marker)):
         time.sleep(0.2)
     left = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
     assert left == "" and leftovers(res) == [], f"probes still running 10 s after kill -9: {left}"
@@ -451,9 +455,9 @@ def test_ctrl_c_during_a_probe_in_the_main_thread_stops_at_once(lab, tmp_path):
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 60
-        while time.time() < deadline and subprocess.run(["pgrep", "-f", marker]).returncode != 0:
+        while time.time() < deadline and not _running(marker):
             time.sleep(0.2)
-        assert subprocess.run(["pgrep", "-f", marker]).returncode == 0, "the probe never started"
+        assert _running(marker), "the probe never started"
         p.send_signal(signal.SIGINT)
         t0 = time.monotonic()
         out, _ = p.communicate(timeout=60)
@@ -462,5 +466,5 @@ def test_ctrl_c_during_a_probe_in_the_main_thread_stops_at_once(lab, tmp_path):
     assert time.monotonic() - t0 < 15, f"exited {time.monotonic() - t0:.0f} s after Ctrl-C\n{out}"
     res = json.loads((rd / "results.json").read_text())
     assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"], out
-    assert subprocess.run(["pgrep", "-f", marker]).returncode != 0, "probe still running"
+    assert not _running(marker), "probe still running"
     assert not os.path.exists(res["hosts"]["lab1"]["workdir"])
