@@ -82,7 +82,8 @@ def accept_run(n: int, work: Path, expr: str, profile: str, timeout: float) -> d
             except subprocess.TimeoutExpired:
                 rc = "timeout"
     res = rd / "results.json"
-    counts = Counter(r["status"] for r in json.loads(res.read_text())["results"]) if res.exists() else {}
+    counts = Counter(f"{r['criterion']} {r['status']}" for r in json.loads(res.read_text())["results"]
+                     ) if res.exists() else {}
     return {"hosts": n, "wall_s": round(ph.wall, 1), "cores_busy": round(ph.cores_busy, 2),
             "pytest_cpu_s": round(ph.own_cpu, 1), "rc": rc,
             "statuses": dict(counts)}
