@@ -82,11 +82,13 @@ def accept_run(n: int, work: Path, expr: str, profile: str, timeout: float) -> d
             except subprocess.TimeoutExpired:
                 rc = "timeout"
     res = rd / "results.json"
-    counts = Counter(f"{r['criterion']} {r['status']}" for r in json.loads(res.read_text())["results"]
-                     ) if res.exists() else {}
+    records = json.loads(res.read_text())["results"] if res.exists() else []
+    counts = Counter(f"{r['criterion']} {r['status']}" for r in records)
+    problems = [f"{r['status']} {r['criterion']}[{r['host']}]: {r['message'][:300]}"
+                for r in records if r["status"] not in ("PASS", "N.A.")]
     return {"hosts": n, "wall_s": round(ph.wall, 1), "cores_busy": round(ph.cores_busy, 2),
             "pytest_cpu_s": round(ph.own_cpu, 1), "rc": rc,
-            "statuses": dict(counts)}
+            "statuses": dict(counts), "problems": problems}
 
 
 def fleet_of(lab: Lab, path: Path) -> Fleet:
