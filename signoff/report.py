@@ -8,6 +8,7 @@ from collections import Counter
 from html import escape
 
 from signoff import hostlist, parity
+from signoff.results import ALL
 
 STYLE = """<style>
 .so-table{border-collapse:collapse;margin:6px 0 16px}
@@ -158,7 +159,7 @@ def problem_tables(records: list[dict]) -> str:
 def summary_table(records: list[dict]) -> str:
     if not records:
         return "<h2>Summary</h2><p>no check reported a result</p>"
-    if len({r["host"] for r in records}) <= MATRIX_MAX_HOSTS:
+    if len({r["host"] for r in records} - {ALL}) <= MATRIX_MAX_HOSTS:
         problems = "".join(
             f"<li><b>{r['status']}</b> {escape(r['criterion'])} [{escape(r['host'])}]: "
             f"{escape(r.get('message') or '')}</li>"

@@ -7,6 +7,7 @@ import re
 import statistics
 
 from signoff import report
+from signoff.results import ALL
 
 BUSBW = {"expected": ">= 100 GB/s", "unit": "GB/s", "source": "thresholds.md"}
 TEMP = {"expected": "<= 85 C", "unit": "C", "source": "thresholds.md"}
@@ -127,3 +128,12 @@ def test_versions_of_few_hosts_stay_per_host():
 def test_verdict_names_the_hosts_folded():
     html = report.verdict_block("PASS", {"hosts": [f"node{i:04d}" for i in range(1, 1001)]})
     assert "hosts: node[0001-1000];" in html
+
+
+def test_matrix_up_to_16_hosts_and_a_cluster_wide_check_is_not_a_17th():
+    _, recs = cluster(16)
+    recs.append(rec("multinode_allreduce", ALL, "PASS", 1.5, **BUSBW))
+    assert "<th>node0016</th>" in report.summary_table(recs)
+    _, recs = cluster(17)
+    assert "<th>node0017</th>" not in report.summary_table(recs)
+    assert "<b>FAIL</b> node0017" in report.summary_table(recs)
