@@ -166,6 +166,11 @@ def peak_run(n: int, work: Path, seconds: float) -> dict:
             "fds_peak": peak["fds"], "fd_limit": soft, "errors": errors + bad}
 
 
+def load1() -> float:
+    """The 1-minute load average just after a run: other users of a shared machine show here."""
+    return round(os.getloadavg()[0], 1)
+
+
 def ratios(rows: list[dict]) -> None:
     base = next((r["wall_s"] for r in rows if r["hosts"] == 1), None)
     for r in rows:
@@ -203,17 +208,18 @@ def main() -> int:
         if "accept" in parts:
             doc["accept"] = []
             for n in sizes:
-                doc["accept"].append(accept_run(n, work, args.expr, args.profile, args.timeout))
+                row = accept_run(n, work, args.expr, args.profile, args.timeout)
+                doc["accept"].append({**row, "load1": load1()})
                 ratios(doc["accept"])
                 print(json.dumps(doc["accept"][-1]), flush=True)
         if "sleep" in parts:
             doc["sleep"] = []
             for n in sizes:
-                doc["sleep"].append(sleep_run(n, work, args.sleep))
+                doc["sleep"].append({**sleep_run(n, work, args.sleep), "load1": load1()})
                 ratios(doc["sleep"])
                 print(json.dumps(doc["sleep"][-1]), flush=True)
         if "peak" in parts:
-            doc["peak"] = peak_run(args.hosts_peak, work, args.sleep)
+            doc["peak"] = {**peak_run(args.hosts_peak, work, args.sleep), "load1": load1()}
             print(json.dumps(doc["peak"]), flush=True)
     doc["machine"]["loadavg_end"] = os.getloadavg()
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
@@ -222,11 +228,11 @@ def main() -> int:
     if "accept" in doc:
         print(table(f"accept: pytest -k {args.expr!r} (wall s, ratio to 1 host; target <= 1.5 at 32, "
                     "<= 2 at 64)", doc["accept"],
-                    ["hosts", "wall_s", "ratio", "cores_busy", "pytest_cpu_s", "rc"]))
+                    ["hosts", "wall_s", "ratio", "cores_busy", "pytest_cpu_s", "rc", "load1"]))
     if "sleep" in doc:
         print(table(f"sleep: fleet start, then `sleep {args.sleep:g}` on every host at once",
                     doc["sleep"],
-                    ["hosts", "start_s", "wall_s", "overhead_s", "ratio", "cores_busy", "controller_cpu_s"]))
+                    ["hosts", "start_s", "wall_s", "overhead_s", "ratio", "controller_cpu_s", "load1"]))
     if "peak" in doc:
         p = doc["peak"]
         print(f"peak at {p['hosts']} hosts: RSS {p['rss_peak_mib']} MiB (target <= 1024), threads "
