@@ -102,8 +102,9 @@ def sleep_all(fleet: Fleet, seconds: float) -> list[str]:
 
     def one(s):
         try:
-            if not s.run(f"sleep {seconds}", seconds + 60).ok:
-                bad.append(s.host.name)
+            r = s.run(f"sleep {seconds}", seconds + 60)
+            if not r.ok:
+                bad.append(f"{s.host.name}: exit {r.rc} {r.stderr.strip()[-200:]}")
         except Exception as exc:  # noqa: BLE001 - counted, named in the result
             bad.append(f"{s.host.name}: {exc}")
     threads = [threading.Thread(target=one, args=(s,)) for s in fleet.sessions.values()]
@@ -119,7 +120,7 @@ def sleep_run(n: int, work: Path, seconds: float) -> dict:
         fleet = fleet_of(lab, work / f"sinv{n}.yaml")
         try:
             with Phase() as start:
-                errors = [h for h, f in fleet.all_facts().items() if isinstance(f, Exception)]
+                errors = [str(f) for f in fleet.all_facts().values() if isinstance(f, Exception)]
             with Phase() as ph:
                 bad = sleep_all(fleet, seconds)
         finally:
@@ -151,7 +152,7 @@ def peak_run(n: int, work: Path, seconds: float) -> dict:
         fleet = fleet_of(lab, work / f"pinv{n}.yaml")
         try:
             with Phase() as start:
-                errors = [h for h, f in fleet.all_facts().items() if isinstance(f, Exception)]
+                errors = [str(f) for f in fleet.all_facts().values() if isinstance(f, Exception)]
             with Phase() as ph:
                 bad = sleep_all(fleet, seconds)
         finally:
