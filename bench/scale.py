@@ -184,6 +184,25 @@ def table(title: str, rows: list[dict], cols: list[str]) -> str:
     return "\n".join(lines)
 
 
+def measure(doc: dict, parts: set, sizes: list[int], args, work: Path) -> None:
+    if "accept" in parts:
+        doc["accept"] = []
+        for n in sizes:
+            row = accept_run(n, work, args.expr, args.profile, args.timeout)
+            doc["accept"].append({**row, "load1": load1()})
+            ratios(doc["accept"])
+            print(json.dumps(doc["accept"][-1]), flush=True)
+    if "sleep" in parts:
+        doc["sleep"] = []
+        for n in sizes:
+            doc["sleep"].append({**sleep_run(n, work, args.sleep), "load1": load1()})
+            ratios(doc["sleep"])
+            print(json.dumps(doc["sleep"][-1]), flush=True)
+    if "peak" in parts:
+        doc["peak"] = {**peak_run(args.hosts_peak, work, args.sleep), "load1": load1()}
+        print(json.dumps(doc["peak"]), flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1,8,32,64", help="lab host counts, comma-separated (1 is the base)")
@@ -205,23 +224,10 @@ def main() -> int:
         "args": vars(args), "git": subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
                                                   capture_output=True, text=True).stdout.strip()}
     with tempfile.TemporaryDirectory(prefix="signoff-scale-") as tmp:
-        work = Path(tmp)
-        if "accept" in parts:
-            doc["accept"] = []
-            for n in sizes:
-                row = accept_run(n, work, args.expr, args.profile, args.timeout)
-                doc["accept"].append({**row, "load1": load1()})
-                ratios(doc["accept"])
-                print(json.dumps(doc["accept"][-1]), flush=True)
-        if "sleep" in parts:
-            doc["sleep"] = []
-            for n in sizes:
-                doc["sleep"].append({**sleep_run(n, work, args.sleep), "load1": load1()})
-                ratios(doc["sleep"])
-                print(json.dumps(doc["sleep"][-1]), flush=True)
-        if "peak" in parts:
-            doc["peak"] = {**peak_run(args.hosts_peak, work, args.sleep), "load1": load1()}
-            print(json.dumps(doc["peak"]), flush=True)
+        try:
+            measure(doc, parts, sizes, args, Path(tmp))
+        except KeyboardInterrupt:  # Ctrl-C or `timeout -s INT`: keep the rows measured so far
+            doc["interrupted"] = True
     doc["machine"]["loadavg_end"] = os.getloadavg()
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"\n{doc['date']}  {doc['machine']['host']}, {doc['machine']['cpus']} CPUs, load average "
@@ -239,7 +245,7 @@ def main() -> int:
         print(f"peak at {p['hosts']} hosts: RSS {p['rss_peak_mib']} MiB (target <= 1024), threads "
               f"{p['threads_peak']}, fds {p['fds_peak']} of {p['fd_limit']}; start {p['start_s']} s, "
               f"sleep phase {p['wall_s']} s; errors: {len(p['errors'])}")
-    print(f"written: {args.out}")
+    print(f"written: {args.out}" + (" (interrupted: the rows before it)" if doc.get("interrupted") else ""))
     return 0
 
 
