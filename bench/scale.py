@@ -137,7 +137,8 @@ def proc_status() -> dict:
             "fds": len(os.listdir("/proc/self/fd"))}
 
 
-def peak_run(n: int, work: Path, seconds: float) -> dict:
+def peak_run(row: dict, n: int, work: Path, seconds: float) -> None:
+    """Fills `row` as it goes: the peaks sampled so far survive an interrupt."""
     peak = {"rss_peak_mib": 0.0, "threads": 0, "fds": 0}
     done = threading.Event()
 
@@ -145,26 +146,27 @@ def peak_run(n: int, work: Path, seconds: float) -> dict:
         while not done.wait(0.1):
             for k, v in proc_status().items():
                 peak[k] = max(peak[k], v)
+            row.update(rss_peak_mib=round(peak["rss_peak_mib"], 1), threads_peak=peak["threads"],
+                       fds_peak=peak["fds"])
+    row.update(hosts=n, fd_limit=resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    t0 = time.monotonic()
     with Lab(work / f"plab{n}", n_hosts=n) as lab:
-        before = proc_status()
+        row.update(lab_s=round(time.monotonic() - t0, 1),
+                   rss_before_mib=round(proc_status()["rss_peak_mib"], 1))
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         fleet = fleet_of(lab, work / f"pinv{n}.yaml")
         try:
             with Phase() as start:
                 errors = [str(f) for f in fleet.all_facts().values() if isinstance(f, Exception)]
+            row.update(start_s=round(start.wall, 1), errors=errors)
             with Phase() as ph:
-                bad = sleep_all(fleet, seconds)
+                row["errors"] += sleep_all(fleet, seconds)
+            row.update(wall_s=round(ph.wall, 2), controller_cpu_s=round(start.own_cpu + ph.own_cpu, 1))
         finally:
             fleet.close()
             done.set()
             sampler.join()
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return {"hosts": n, "start_s": round(start.wall, 1), "wall_s": round(ph.wall, 2),
-            "controller_cpu_s": round(start.own_cpu + ph.own_cpu, 1),
-            "rss_before_mib": round(before["rss_peak_mib"], 1),
-            "rss_peak_mib": round(peak["rss_peak_mib"], 1), "threads_peak": peak["threads"],
-            "fds_peak": peak["fds"], "fd_limit": soft, "errors": errors + bad}
 
 
 def load1() -> float:
@@ -199,7 +201,9 @@ def measure(doc: dict, parts: set, sizes: list[int], args, work: Path) -> None:
             ratios(doc["sleep"])
             print(json.dumps(doc["sleep"][-1]), flush=True)
     if "peak" in parts:
-        doc["peak"] = {**peak_run(args.hosts_peak, work, args.sleep), "load1": load1()}
+        doc["peak"] = {}
+        peak_run(doc["peak"], args.hosts_peak, work, args.sleep)
+        doc["peak"]["load1"] = load1()
         print(json.dumps(doc["peak"]), flush=True)
 
 
@@ -242,9 +246,10 @@ def main() -> int:
                     ["hosts", "start_s", "wall_s", "overhead_s", "ratio", "controller_cpu_s", "load1"]))
     if "peak" in doc:
         p = doc["peak"]
-        print(f"peak at {p['hosts']} hosts: RSS {p['rss_peak_mib']} MiB (target <= 1024), threads "
-              f"{p['threads_peak']}, fds {p['fds_peak']} of {p['fd_limit']}; start {p['start_s']} s, "
-              f"sleep phase {p['wall_s']} s; errors: {len(p['errors'])}")
+        print(f"peak at {p.get('hosts')} hosts: RSS {p.get('rss_peak_mib')} MiB (target <= 1024), threads "
+              f"{p.get('threads_peak')}, fds {p.get('fds_peak')} of {p.get('fd_limit')}; "
+              f"lab {p.get('lab_s')} s, fleet start {p.get('start_s')} s, sleep phase {p.get('wall_s')} s; "
+              f"errors: {len(p.get('errors', []))}")
     print(f"written: {args.out}" + (" (interrupted: the rows before it)" if doc.get("interrupted") else ""))
     return 0
 
