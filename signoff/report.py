@@ -1,13 +1,14 @@
-"""HTML fragments for the pytest-html report: verdict, host x criterion summary,
-versions matrix with the odd values marked, and the profile used."""
+"""HTML fragments for the pytest-html report: verdict, per-criterion summary (and the host x
+criterion matrix on small clusters), versions with the odd values marked, the profile used."""
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from html import escape
 
-from signoff import parity
-from signoff.results import STATUSES
+from signoff import hostlist, parity
+from signoff.results import ALL, STATUSES
 
 STYLE = """<style>
 .so-table{border-collapse:collapse;margin:6px 0 16px}
@@ -23,7 +24,7 @@ def _cls(status: str) -> str:
 
 
 def verdict_block(verdict: str, meta: dict) -> str:
-    hosts = ", ".join(meta.get("hosts", []))
+    hosts = hostlist.fold(meta.get("hosts", []))
     return (f"{STYLE}<h2>Sign-off verdict</h2>"
             f"<div class='so-verdict {_cls('PASS' if verdict == 'PASS' else 'FAIL')}'>"
             f"{escape(verdict)}</div>"
@@ -39,14 +40,90 @@ def verdict_block(verdict: str, meta: dict) -> str:
             "that host.</p>")
 
 
-def summary_table(records: list[dict]) -> str:
+# Up to this many hosts the report shows every host x criterion cell (and every host's
+# versions); above it, per-criterion counts and the hosts that need a look, so that the
+# summary stays one screen at 1,000 hosts.
+MATRIX_MAX_HOSTS = 16
+WORST = 3  # hosts named per criterion at the bad end of its measured values
+FOLD_MAX = 160  # characters of folded host names in one cell before "and N more"
+PROBLEMS = ("FAIL", "ERROR", "NOT RUN")
+
+
+def hosts_text(names) -> str:
+    """Host names folded into ranges (node[001-512]); cut at FOLD_MAX characters."""
+    names = sorted(set(names))
+    text = hostlist.fold(names)
+    if len(text) <= FOLD_MAX:
+        return text
+    lo, hi = 1, len(names)  # the most names whose fold fits, then "and N more"
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if len(hostlist.fold(names[:mid])) <= FOLD_MAX else (lo, mid - 1)
+    return f"{hostlist.fold(names[:lo])} and {len(names) - lo} more"
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _direction(expected: str) -> int:
+    """+1 where higher is better (">= x"), -1 where lower is ("<= x"), 0 otherwise."""
+    return {">=": 1, "<=": -1}.get(str(expected or "").split(" ", 1)[0], 0)
+
+
+def criterion_stats(recs: list[dict]) -> dict:
+    """One criterion's records: hosts per status, min/median/max of the numeric measured
+    values, and its worst hosts: the non-PASS ones by status, then the bad end of the values."""
+    counts = Counter(r["status"] for r in recs)
+    values = sorted(((r["measured"], r["host"]) for r in recs if _number(r.get("measured"))),
+                    key=lambda x: x[0])
+    some = next((r for r in recs if r.get("expected")), recs[0])
+    direction = _direction(some.get("expected"))
+    worst = {s: [r["host"] for r in recs if r["status"] == s] for s in PROBLEMS}
+    bad_end = (values if direction > 0 else values[::-1])[:WORST] if direction and len(values) > 1 else []
+    return {"counts": counts, "unit": some.get("unit") or "", "expected": some.get("expected") or "",
+            "source": some.get("source") or "", "direction": direction,
+            "min": values[0][0] if values else None, "max": values[-1][0] if values else None,
+            "median": statistics.median(v for v, _ in values) if values else None,
+            "problems": {s: h for s, h in worst.items() if h}, "bad_end": bad_end}
+
+
+def _fmt(v) -> str:
+    return "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def criteria_summary(records: list[dict]) -> str:
+    """Per criterion, one row whatever the number of hosts."""
+    by = {}
+    for r in records:
+        by.setdefault(r["criterion"], []).append(r)
+    rows = []
+    for c, recs in by.items():
+        st = criterion_stats(recs)
+        counts = "".join(f"<td class='{_cls(s)}'>{st['counts'][s]}</td>" if st["counts"][s] else "<td>0</td>"
+                         for s in STATUSES)
+        worst = [f"<b>{s}</b> {escape(hosts_text(h))}" for s, h in st["problems"].items()]
+        if st["bad_end"]:
+            end = "lowest" if st["direction"] > 0 else "highest"
+            worst.append(f"{end}: " + ", ".join(f"{escape(h)} {_fmt(v)}" for v, h in st["bad_end"]))
+        rows.append(f"<tr><th>{escape(c)}</th>{counts}<td>{_fmt(st['min'])}</td><td>{_fmt(st['median'])}"
+                    f"</td><td>{_fmt(st['max'])}</td><td>{escape(st['unit'])}</td>"
+                    f"<td>{'<br>'.join(worst)}</td><td>{escape(str(st['expected']))}</td>"
+                    f"<td>{escape(st['source'])}</td></tr>")
+    head = "".join(f"<th>{s}</th>" for s in STATUSES)
+    return (f"<h2>Summary: hosts per criterion</h2><table class='so-table'><tr><th>criterion</th>{head}"
+            f"<th>min</th><th>median</th><th>max</th><th>unit</th><th>worst hosts</th>"
+            f"<th>threshold</th><th>source</th></tr>{''.join(rows)}</table>")
+
+
+def host_matrix(records: list[dict]) -> str:
+    """Every host x criterion cell: for clusters of up to MATRIX_MAX_HOSTS hosts."""
     hosts = sorted({r["host"] for r in records})
     criteria = list(dict.fromkeys(r["criterion"] for r in records))
     cell = {(r["criterion"], r["host"]): r for r in records}
     head = "".join(f"<th>{escape(h)}</th>" for h in hosts)
     rows = []
     for c in criteria:
-        some = next(r for r in records if r["criterion"] == c)
         tds = []
         for h in hosts:
             r = cell.get((c, h))
@@ -57,26 +134,64 @@ def summary_table(records: list[dict]) -> str:
             title = escape(r.get("message") or "", quote=True)
             tds.append(f"<td class='{_cls(r['status'])}' title='{title}'>"
                        f"{r['status']}{measured}</td>")
-        rows.append(f"<tr><th>{escape(c)}</th>{''.join(tds)}"
-                    f"<td>{escape(str(some.get('expected') or ''))}"
-                    f"</td><td>{escape(some.get('source') or '')}</td></tr>")
-    problems = "".join(
-        f"<li><b>{r['status']}</b> {escape(r['criterion'])} [{escape(r['host'])}]: "
-        f"{escape(r.get('message') or '')}</li>"
-        for r in records if r["status"] in ("FAIL", "ERROR", "NOT RUN"))
-    return (f"<h2>Summary: host &times; criterion</h2><table class='so-table'><tr><th>criterion</th>"
-            f"{head}<th>threshold</th><th>source</th></tr>{''.join(rows)}</table>"
-            + (f"<h3>Failures and errors</h3><ul>{problems}</ul>" if problems else ""))
+        rows.append(f"<tr><th>{escape(c)}</th>{''.join(tds)}</tr>")
+    return (f"<h2>Host &times; criterion</h2><table class='so-table'><tr><th>criterion</th>"
+            f"{head}</tr>{''.join(rows)}</table>")
+
+
+def problem_tables(records: list[dict]) -> str:
+    """Per criterion with a host not passed: those hosts, with value and message (what a
+    person must look at on a large cluster, instead of the full matrix)."""
+    out = []
+    for c in dict.fromkeys(r["criterion"] for r in records):
+        recs = [r for r in records if r["criterion"] == c and r["status"] in PROBLEMS]
+        rows = "".join(f"<tr class='{_cls(r['status'])}'><td>{escape(r['host'])}</td><td>{r['status']}</td>"
+                       f"<td>{escape(_fmt(r.get('measured')))}</td>"
+                       f"<td>{escape(r.get('message') or '')}</td></tr>"
+                       for r in sorted(recs, key=lambda r: (PROBLEMS.index(r["status"]), r["host"])))
+        if rows:
+            out.append(f"<h3>{escape(c)}: {len(recs)} hosts not passed</h3><table class='so-table'>"
+                       f"<tr><th>host</th><th></th><th>measured</th><th>message</th></tr>{rows}</table>")
+    return "".join(out)
+
+
+def summary_table(records: list[dict]) -> str:
+    if not records:
+        return "<h2>Summary</h2><p>no check reported a result</p>"
+    if len({r["host"] for r in records} - {ALL}) <= MATRIX_MAX_HOSTS:
+        problems = "".join(
+            f"<li><b>{r['status']}</b> {escape(r['criterion'])} [{escape(r['host'])}]: "
+            f"{escape(r.get('message') or '')}</li>"
+            for r in records if r["status"] in PROBLEMS)
+        return (criteria_summary(records) + host_matrix(records)
+                + (f"<h3>Failures and errors</h3><ul>{problems}</ul>" if problems else ""))
+    return (criteria_summary(records) + "<h2>Hosts not passed, per criterion</h2>"
+            + (problem_tables(records) or "<p>none</p>"))
 
 
 def versions_matrix(hosts: dict[str, dict]) -> str:
     ok = {h: f for h, f in hosts.items() if "error" not in f}
     per_host = {h: parity.versions(f) for h, f in ok.items()}
     odd = parity.odd_cells(per_host) if len(per_host) > 1 else set()
+    for h, f in ok.items():  # the GPUs, as one more field
+        gpus = (f.get("nvidia") or {}).get("gpus") or []
+        per_host[h]["gpus"] = f"{len(gpus)} x {gpus[0]['name']}" if gpus else "no GPU"
+    errors = "".join(f"<li>{escape(h)}: {escape(f['error'])}</li>"
+                     for h, f in sorted(hosts.items()) if "error" in f)
+    labels = {**{k: label for k, (label, _) in parity.FIELDS.items()}, "gpus": "GPUs"}
+    if len(hosts) <= MATRIX_MAX_HOSTS:
+        table = _versions_per_host(hosts, per_host, odd, labels)
+    else:
+        table = _versions_per_value(hosts, per_host, odd, labels)
+    return (f"<h2>Versions across hosts</h2><p>Marked cells differ from the majority.</p>{table}"
+            + (f"<h3>Hosts that could not be probed</h3><ul>{errors}</ul>" if errors else ""))
+
+
+def _versions_per_host(hosts, per_host, odd, labels) -> str:
     names = sorted(hosts)
     head = "".join(f"<th>{escape(h)}</th>" for h in names)
     rows = []
-    for field, (label, _) in parity.FIELDS.items():
+    for field, label in labels.items():
         tds = []
         for h in names:
             if h not in per_host:
@@ -85,18 +200,26 @@ def versions_matrix(hosts: dict[str, dict]) -> str:
                 cls = " class='so-odd'" if (h, field) in odd else ""
                 tds.append(f"<td{cls}>{escape(str(per_host[h][field]))}</td>")
         rows.append(f"<tr><th>{escape(label)}</th>{''.join(tds)}</tr>")
-    gpu_row = []
-    for h in names:
-        f = ok.get(h)
-        gpus = (f or {}).get("nvidia", {}).get("gpus") or []
-        gpu_row.append(f"<td>{len(gpus)} x {escape(gpus[0]['name']) if gpus else 'no GPU'}</td>"
-                       if f else "<td></td>")
-    rows.append(f"<tr><th>GPUs</th>{''.join(gpu_row)}</tr>")
-    errors = "".join(f"<li>{escape(h)}: {escape(f['error'])}</li>"
-                     for h, f in sorted(hosts.items()) if "error" in f)
-    return (f"<h2>Versions across hosts</h2><p>Marked cells differ from the majority.</p>"
-            f"<table class='so-table'><tr><th></th>{head}</tr>{''.join(rows)}</table>"
-            + (f"<h3>Hosts that could not be probed</h3><ul>{errors}</ul>" if errors else ""))
+    return f"<table class='so-table'><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _versions_per_value(hosts, per_host, odd, labels) -> str:
+    """Per field, each distinct value with the hosts holding it (folded), the most common first."""
+    rows = []
+    for field, label in labels.items():
+        holders: dict[str, list[str]] = {}
+        for h, v in per_host.items():
+            holders.setdefault(str(v[field]), []).append(h)
+        cells = []
+        for value, hs in sorted(holders.items(), key=lambda x: -len(x[1])):
+            cls = " class='so-odd'" if any((h, field) in odd for h in hs) else ""
+            cells.append(f"<td{cls}><b>{escape(value)}</b>: {len(hs)} hosts, {escape(hosts_text(hs))}</td>")
+        rows.append(f"<tr><th>{escape(label)}</th>{''.join(cells)}</tr>")
+    unreachable = sorted(set(hosts) - set(per_host))
+    if unreachable:
+        rows.append(f"<tr><th>unreachable</th><td class='so-ERROR'>{len(unreachable)} hosts, "
+                    f"{escape(hosts_text(unreachable))}</td></tr>")
+    return f"<table class='so-table'>{''.join(rows)}</table>"
 
 
 def profile_block(profile) -> str:
