@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
@@ -19,7 +20,7 @@ from lab import SSHD, Lab
 from test_lab_acceptance import accept, by_key
 
 from signoff import inventory
-from signoff.fleet import Fleet
+from signoff.fleet import Fleet, HostSession
 from signoff.inventory import LOCAL, Host
 from signoff.results import Results, rebuild
 from signoff.soakrun import SoakRunner
@@ -33,7 +34,8 @@ FAKE_PROBE = textwrap.dedent("""\
     n, dt = int(float(args["--duration"]) / float(args["--interval"])), float(args["--interval"])
     def out(d):
         print(json.dumps(d), flush=True)
-    out({"type": "header", "gpus": [{"index": 0, "name": "FAKE"}, {"index": 1, "name": "FAKE"}]})
+    out({"type": "header", "gpus": [{"index": 0, "name": "FAKE"}, {"index": 1, "name": "FAKE"}],
+         "started": time.time()})
     for k in range(n + 1):
         out({"type": "sample", "t": k * dt, "temp": [40 + k, 41 + k], "mem_temp": [35, 36],
              "power": [690.0, 688.5], "sm_clock": [1755, 1740], "reasons": [4, 4],
@@ -216,6 +218,63 @@ def test_every_host_soaks_at_once_and_an_interrupted_soak_keeps_its_samples(lab,
     left = subprocess.run(["pgrep", "-f", "soak.py --duration 60"], capture_output=True, text=True)
     mine = [p for p in left.stdout.split() if any(_cwd(p).startswith(w) for w in wd.values())]
     assert mine == [], "soak probes survived the cleanup"
+
+
+N_WIDE = 66  # past the 64 threads the soak's pool used to hold: hosts 65, 66 came in a second wave
+SOAK_S = 8
+
+
+@pytest.mark.lab
+def test_66_fake_gpu_hosts_all_start_their_soak_at_once(fake_probe, tmp_path, monkeypatch):
+    """66 lab hosts (sshd each), the fake soak probe (no GPU here): every host's soak is
+    started at once by the controller, and every probe runs at once on the hosts (each
+    stamps its own start; the hosts share this machine's clock)."""
+    if os.geteuid() != 0 or not os.path.exists(SSHD):
+        pytest.skip("lab needs root and sshd")
+    called: dict[str, float] = {}
+    real = HostSession.probe_stream
+
+    def stamped(self, *args, **kw):
+        called[self.host.name] = time.monotonic()
+        return real(self, *args, **kw)
+    monkeypatch.setattr(HostSession, "probe_stream", stamped)
+    with Lab(tmp_path / "lab", n_hosts=N_WIDE) as wide:
+        inv = inventory.load(wide.write_inventory(tmp_path / "inv.yaml", python=sys.executable))
+        fleet = Fleet(inv)
+        res = Results(tmp_path / "results.json", {})
+        names = [h.name for h in inv.hosts]
+        runner = SoakRunner(fleet, plan(SOAK_S, 0.5), tmp_path, res)
+        try:
+            # Connected, probe in place, as after the run's sysinfo (which comes before the
+            # soak). The hosts share this filesystem: their temp dirs are made here, since 66
+            # mktemp scans of one shared /tmp for leftovers cost O(hosts^2) forks.
+            for n in names:
+                wd = tmp_path / "wd" / n
+                wd.mkdir(parents=True)
+                (wd / "soak.py").write_text(FAKE_PROBE)
+                fleet.sessions[n].workdir = str(wd)
+            with ThreadPoolExecutor(N_WIDE) as pool:
+                assert all(r.ok for r in pool.map(lambda n: fleet.sessions[n].run("true", 60), names))
+            t0, m0 = time.time(), time.monotonic()
+            runner.start(names)
+            ended = {n: runner.wait(n) for n in names}
+        finally:
+            runner.close()
+            fleet.close()
+    assert {n: hs.state for n, hs in ended.items()} == {n: "done" for n in names}
+    # the controller: every host's probe call made at once (a capped pool made 65, 66 wait
+    # for the first soak to end, SOAK_S later)
+    late = {n: round(t - m0, 2) for n, t in called.items() if t - m0 > 1.0}
+    assert len(called) == N_WIDE and not late, f"soaks started more than 1 s after start(): {late}"
+    # the hosts: 66 sshd sessions and Python start-ups share this machine's 2 cores (and the
+    # other jobs on it), so the probes' own starts spread by the CPU, not by the runner:
+    # measured 2.6 s at load average 43; a second wave would be >= SOAK_S apart
+    started = {n: hs.header["started"] for n, hs in ended.items()}
+    spread = max(started.values()) - min(started.values())
+    print(f"soak: probe calls within {max(called.values()) - m0:.3f} s of start(); probes started "
+          f"{min(started.values()) - t0:.2f} s after it, spread {spread:.2f} s")
+    print(sorted((round(v - t0, 2), k) for k, v in started.items()))
+    assert spread < SOAK_S / 2, f"soak probes started over {spread:.2f} s"
 
 
 def _cwd(pid: str) -> str:
