@@ -227,8 +227,8 @@ SOAK_S = 8
 @pytest.mark.lab
 def test_66_fake_gpu_hosts_have_their_soak_started_at_once(fake_probe, tmp_path, monkeypatch):
     """66 lab hosts (sshd each), the fake soak probe (no GPU here): every host's soak is
-    started at once by the controller, and every probe runs at once on the hosts (each
-    stamps its own start; the hosts share this machine's clock)."""
+    started within a second by the controller; the probes' own start stamps (the hosts
+    share this machine's clock) are measured and reported."""
     if os.geteuid() != 0 or not os.path.exists(SSHD):
         pytest.skip("lab needs root and sshd")
     called: dict[str, float] = {}
@@ -254,7 +254,8 @@ def test_66_fake_gpu_hosts_have_their_soak_started_at_once(fake_probe, tmp_path,
                 (wd / "soak.py").write_text(FAKE_PROBE)
                 fleet.sessions[n].workdir = str(wd)
             with ThreadPoolExecutor(N_WIDE) as pool:
-                assert all(r.ok for r in pool.map(lambda n: fleet.sessions[n].run("true", 60), names))
+                warm = dict(zip(names, pool.map(lambda n: fleet.sessions[n].run("true", 120), names)))
+            assert all(r.ok for r in warm.values()), {n: r.rc for n, r in warm.items() if not r.ok}
             t0, m0 = time.time(), time.monotonic()
             runner.start(names)
             ended = {n: runner.wait(n) for n in names}
