@@ -99,7 +99,7 @@ class Results:
         self.doc = _empty({})
         self.selected: list[str] = []
         self._lock = threading.Lock()
-        self._log = self.log_path.open("a", encoding="utf-8")
+        self._log = self.log_path.open("w", encoding="utf-8")  # a reused --report-dir: this run only
         self._change({"type": "meta", "meta": {**meta, "started": now(), "log": LOG}})
         self.write()  # once: tools see a run in progress (verdict null, no meta.finished)
 

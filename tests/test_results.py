@@ -64,6 +64,7 @@ def lines(path):
 
 def test_each_change_is_one_appended_line_and_results_json_is_written_at_start_and_end(tmp_path):
     path, log = tmp_path / "results.json", tmp_path / "results.jsonl"
+    log.write_text('{"type":"result","record":{"test":"of an earlier run"}}\n')  # a reused --report-dir
     res = Results(path, {"profile": "local"})
     start = path.read_text()
     doc = json.loads(start)
@@ -84,6 +85,7 @@ def test_each_change_is_one_appended_line_and_results_json_is_written_at_start_a
     doc = json.loads(path.read_text())
     assert doc["verdict"] == "PASS" and doc["meta"]["interrupted"] is False and doc["meta"]["finished"]
     assert len(doc["results"]) == 2000 and doc["hosts"] == {"n1": {"python": "3.11"}}
+    assert lines(log)[0]["type"] == "meta" and "earlier run" not in log.read_text()
     assert doc["soak"] == {"n1": {"state": "running"}}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "results.jsonl"]  # no temp file
 
