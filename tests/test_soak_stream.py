@@ -199,10 +199,11 @@ def test_every_host_soaks_at_once_and_an_interrupted_soak_keeps_its_samples(lab,
     res = Results(tmp_path / "results.json", {})
     runner = SoakRunner(fleet, plan(60, 0.1), tmp_path, res)
     runner.start(["lab1", "lab2"])
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # the first call on a host connects and copies the probes
     while time.monotonic() < deadline and not all(
             len(samples(tmp_path, n)) >= 3 for n in ("lab1", "lab2")):
         time.sleep(0.1)
+    assert all(len(samples(tmp_path, n)) >= 3 for n in ("lab1", "lab2")), "no samples in 90 s"
     both = logged(tmp_path)
     assert {n: h[-1]["state"] for n, h in both.items()} == {"lab1": "running", "lab2": "running"}
     wd = {n: s.workdir for n, s in fleet.sessions.items()}
