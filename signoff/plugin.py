@@ -17,7 +17,7 @@ from signoff import InputError, inventory, junit, profiles, report, sheet
 from signoff.check import NA_PREFIX, Check
 from signoff.fleet import CLEANUP_S, Fleet, HostSession, ProbeError, new_run_id
 from signoff.network import Network, all_pairs, pair_id, ring_pairs
-from signoff.results import ALL, Results, split_nodeid, worse
+from signoff.results import ALL, Results, not_reported, split_nodeid, worse
 from signoff.soak import duration_arg
 from signoff.transport import HostUnreachable
 
@@ -391,6 +391,7 @@ class Recorder:
 
     def pytest_collection_finish(self, session):
         self.selected = [i.nodeid for i in session.items]
+        self.state.results.select(self.selected)  # a rebuild after SIGKILL marks the rest NOT RUN
 
     def partial(self, records: list[dict]) -> str | None:
         """Why this run is not the whole sign-off sheet, if it is not: every check of
@@ -430,12 +431,10 @@ class Recorder:
         for f in sorted((st.report_dir / "hosts").glob("*.json")):  # facts from xdist workers
             if f.stem not in st.results.doc["hosts"]:
                 st.results.set_host(f.stem, json.loads(f.read_text()))
-        seen = {r["test"] for r in st.results.doc["results"]}
-        for nid in self.selected:  # a crashed worker or a second Ctrl-C: never silently absent
-            if nid not in seen:
-                criterion, host = split_nodeid(nid)
-                st.results.add({"test": nid, "criterion": criterion, "host": host,
-                                "status": "NOT RUN", "message": "the check did not report a result"})
+        # a crashed worker or a second Ctrl-C: never silently absent
+        for rec in not_reported(st.results.doc["results"], self.selected,
+                                "the check did not report a result"):
+            st.results.add(rec)
         verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
                                     or st.interrupts > 0,
                                     partial=self.partial(st.results.doc["results"]),

@@ -1,18 +1,29 @@
-"""results.json: every measurement of the run, rewritten atomically as results come in,
-so an interrupted run keeps what finished."""
+"""results.json and results.jsonl: every measurement of the run.
+
+Each change (a record, a host's facts, a meta key, a live section) is appended as one line
+to `results.jsonl`, so writing costs the size of the change, not of the run, and a killed
+run (even SIGKILL) loses nothing that was measured. `results.json`, the summary document
+(meta, verdict, hosts, results, live sections such as `soak`), is written at the start
+(verdict null: a run in progress) and rebuilt from the same changes at the end and on
+Ctrl-C / SIGTERM; after a SIGKILL, `python -m signoff.results rebuild DIR` makes it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
+import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
+from signoff import InputError, junit
+
 ALL = "all hosts"  # the host column of a cluster-wide check
 STATUSES = ("PASS", "FAIL", "ERROR", "N.A.", "NOT RUN")
 _RANK = {"PASS": 0, "N.A.": 1, "NOT RUN": 2, "FAIL": 3, "ERROR": 4}
+LOG = "results.jsonl"
 
 
 def split_nodeid(nodeid: str) -> tuple[str, str]:
@@ -41,55 +52,158 @@ def verdict(records: list[dict]) -> str:
     return "PASS"
 
 
+def not_reported(records: list[dict], selected: list[str], why: str) -> list[dict]:
+    """NOT RUN records for the selected checks that have none: never silently absent."""
+    seen = {r.get("test") for r in records}
+    out = []
+    for nid in selected:
+        if nid not in seen:
+            criterion, host = split_nodeid(nid)
+            out.append({"test": nid, "criterion": criterion, "host": host, "status": "NOT RUN",
+                        "message": why})
+    return out
+
+
+def _empty(meta: dict) -> dict:
+    return {"meta": meta, "verdict": None, "hosts": {}, "results": []}
+
+
+def _apply(doc: dict, change: dict) -> None:
+    """One line of results.jsonl applied to the summary document (the run and a rebuild
+    both build results.json this way)."""
+    kind = change["type"]
+    if kind == "meta":
+        doc["meta"].update(change["meta"])
+    elif kind == "host":
+        doc["hosts"][change["name"]] = change["facts"]
+    elif kind == "result":
+        doc["results"].append(change["record"])
+    elif kind == "live":
+        doc.setdefault(change["section"], {})[change["name"]] = change["value"]
+    elif kind == "finish":
+        doc["verdict"] = change["verdict"]
+        doc["meta"].update(change["meta"])
+    # "selected" (the checks the run meant to judge) is for a rebuild, not the document
+
+
+def _dump(path: Path, doc: dict) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    os.replace(tmp, path)
+
+
 class Results:
     def __init__(self, path: Path, meta: dict):
         self.path = Path(path)
-        self.doc = {"meta": {**meta, "started": now()}, "verdict": None, "hosts": {},
-                    "results": []}
+        self.log_path = self.path.with_name(LOG)
+        self.doc = _empty({})
+        self.selected: list[str] = []
         self._lock = threading.Lock()
-        self.write()
+        self._log = self.log_path.open("w", encoding="utf-8")  # a reused --report-dir: this run only
+        self._change({"type": "meta", "meta": {**meta, "started": now(), "log": LOG}})
+        self.write()  # once: tools see a run in progress (verdict null, no meta.finished)
+
+    def _change(self, change: dict) -> None:
+        """Apply and append: one flushed line, so a SIGKILL right after still has it."""
+        line = json.dumps(change, separators=(",", ":"), default=str)
+        with self._lock:
+            _apply(self.doc, change)
+            self._log.write(line + "\n")
+            self._log.flush()
 
     def set_host(self, name: str, facts: dict) -> None:
-        with self._lock:
-            self.doc["hosts"][name] = facts
-        self.write()
+        self._change({"type": "host", "name": name, "facts": facts})
 
     def set_meta(self, **kv) -> None:
-        with self._lock:
-            self.doc["meta"].update(kv)
-        self.write()
+        self._change({"type": "meta", "meta": kv})
 
-    def set_live(self, section: str, name: str, value, write: bool = True) -> None:
-        """Progress of a long check, updated while it runs (e.g. a soak's samples per host);
-        `value` must not be mutated afterwards (it is serialised from another thread)."""
-        with self._lock:
-            self.doc.setdefault(section, {})[name] = value
-        if write:
-            self.write()
+    def set_live(self, section: str, name: str, value) -> None:
+        """Progress of a long check (e.g. a soak's state per host), in the JSONL as it
+        changes; `value` must not be mutated afterwards (it is serialised from another thread)."""
+        self._change({"type": "live", "section": section, "name": name, "value": value})
+
+    def select(self, nodeids: list[str]) -> None:
+        """The checks this run means to judge: a rebuild marks those without a record NOT RUN."""
+        self.selected = list(nodeids)
+        self._change({"type": "selected", "tests": self.selected})
 
     def add(self, record: dict) -> None:
-        with self._lock:
-            self.doc["results"].append(record)
-        self.write()
+        self._change({"type": "result", "record": record})
 
     def finish(self, interrupted: bool = False, partial: str | None = None,
                allow_partial: bool = False) -> str:
         """A partial selection (-k, one file) is never a sign-off PASS unless asked for."""
-        with self._lock:
-            v = "INCOMPLETE" if interrupted else verdict(self.doc["results"])
-            if partial and v == "PASS" and not allow_partial:
-                v = "INCOMPLETE"
-            self.doc["verdict"] = v
-            self.doc["meta"].update(finished=now(), interrupted=interrupted, partial=partial)
+        v = "INCOMPLETE" if interrupted else verdict(self.doc["results"])
+        if partial and v == "PASS" and not allow_partial:
+            v = "INCOMPLETE"
+        self._change({"type": "finish", "verdict": v,
+                      "meta": {"finished": now(), "interrupted": interrupted, "partial": partial}})
         self.write()
-        return self.doc["verdict"]
+        return v
 
     def write(self) -> None:
+        """The whole summary document: at the start and the end only (O(run) each time)."""
         with self._lock:
-            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(self.doc, indent=1, default=str))
-            os.replace(tmp, self.path)
+            _dump(self.path, self.doc)
+
+
+def rebuild(report_dir: Path) -> dict:
+    """results.json (and junit.xml) made again from results.jsonl, e.g. after the controller
+    was killed (SIGKILL, OOM, power) before it wrote its summary. A run that did not finish
+    is INCOMPLETE; its checks without a record are NOT RUN; a soak cut short gets its
+    samples from soak/<host>.jsonl."""
+    report_dir = Path(report_dir)
+    log = report_dir / LOG
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"{log}: cannot read it ({exc.strerror}): not a signoff report "
+                         f"directory, or one written before {LOG} existed") from None
+    doc, selected = _empty({}), []
+    for i, line in enumerate(lines, 1):
+        try:
+            change = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines):
+                continue  # the line the kill cut short: nothing of it was complete
+            raise InputError(f"{log}:{i}: not a JSON line") from None
+        if change.get("type") == "selected":
+            selected = change["tests"]
+        _apply(doc, change)
+    if doc["verdict"] is None:  # killed: the summary of what was measured, never a sign-off
+        doc["results"] += not_reported(doc["results"], selected,
+                                       "the run was killed before this check reported")
+        doc["verdict"] = "INCOMPLETE"
+        doc["meta"].update(interrupted=True, killed=True, rebuilt=now())
+        if doc.get("soak"):
+            from signoff.soakrun import replay
+            for name, live in doc["soak"].items():
+                if "series" not in live:
+                    doc["soak"][name] = replay(report_dir, name, live)
+    _dump(report_dir / "results.json", doc)
+    junit.write(report_dir / "junit.xml", doc)
+    return doc
 
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m signoff.results")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    rb = sub.add_parser("rebuild", help="write DIR/results.json and junit.xml from DIR/results.jsonl")
+    rb.add_argument("dir", type=Path, help="the run's report directory")
+    args = ap.parse_args(argv)
+    try:
+        doc = rebuild(args.dir)
+    except InputError as exc:
+        print(f"signoff: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.dir / 'results.json'}: {len(doc['results'])} records, verdict {doc['verdict']}"
+          + (" (the run was killed: rebuilt from its log)" if doc["meta"].get("killed") else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,8 +1,9 @@
-"""Controller side of the soak: every host's soak probe started at once, its sample lines
-taken as they arrive, appended to `<report>/soak/<host>.jsonl` and, every few seconds, into
-results.json's `soak` section (state, maxima so far, the samples: all of them up to
-`keep`, then every 2nd, 4th, ... so the file stays small on a 24 h soak). An interrupted
-run keeps everything measured until then."""
+"""Controller side of the soak: every host's soak probe started at once (one thread per
+host: the load is the whole hall's), its sample lines taken as they arrive and appended to
+`<report>/soak/<host>.jsonl`. results.jsonl gets the host's soak state when it changes
+(starting, running, ended); at the end results.json's `soak` section gets the maxima and
+the samples: all of them up to `keep`, then every 2nd, 4th, ... so it stays small on a
+24 h soak. An interrupted run keeps everything measured: a killed one too (`replay`)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ TRACKED = ("temp", "mem_temp", "power")
 class HostSoak:
     """What one host's soak has sent so far; `doc` is the probe's final document."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, keep: int = 900):
+        self.name, self.keep = name, keep
         self.state = "starting"
         self.header: dict | None = None
         self.series: Series | None = None
@@ -36,22 +37,88 @@ class HostSoak:
         self.max: dict[str, list] = {}
         self.bad_lines = 0
         self.file = None
+        self.published_final = False  # its samples are in results.jsonl: the soak ended
         self.lock = threading.Lock()
+
+    def take(self, msg: dict) -> bool:
+        """One line of the probe's stream (also when replayed from soak/<host>.jsonl);
+        False for what is not a header, sample or event (the final document)."""
+        kind = msg.get("type")
+        if kind == "header":
+            self.header, self.state = msg, "running"
+            self.series = Series(len(msg.get("gpus") or []))
+        elif kind == "sample" and self.series is not None:
+            with self.lock:
+                self.series.add(msg)
+                self.count += 1
+                self.last_t = msg["t"]
+                if (self.count - 1) % self.stride == 0:
+                    self.kept.append(msg)
+                if len(self.kept) > 2 * self.keep:
+                    self.kept, self.stride = self.kept[::2], self.stride * 2
+                for f in TRACKED:
+                    vals = msg.get(f) or []
+                    cur = self.max.setdefault(f, [None] * len(vals))
+                    self.max[f] = [v if c is None or (v is not None and v > c) else c
+                                   for c, v in zip(cur, vals)]
+        elif kind == "event":
+            self.events.append(msg)
+        else:
+            return False
+        return True
+
+    def live(self, plan: dict, series: bool, file: str | None) -> dict:
+        """A snapshot for results.json (new objects: never mutated after hand-over); the
+        samples only in the final one (`series`), the rest is small."""
+        with self.lock:
+            return {
+                "state": self.state, "error": self.error,
+                "elapsed_s": self.last_t, "duration_s": plan["duration"],
+                "warmup_s": plan["warmup"], "interval_s": plan["interval"],
+                "samples": self.count, "every_nth_sample_kept": self.stride,
+                "file": file,
+                "gpus": (self.header or {}).get("gpus"),
+                "max": {f: list(v) for f, v in self.max.items()},
+                "events": list(self.events[:100]),
+                **({"series": list(self.kept)} if series else {}),
+            }
+
+
+def replay(report_dir: Path, name: str, live: dict, keep: int = 900) -> dict:
+    """The final `soak` entry of a host whose soak the controller did not see end (it was
+    killed): its last state from results.jsonl, its samples from soak/<host>.jsonl."""
+    hs = HostSoak(name, keep)
+    path = Path(report_dir) / (live.get("file") or f"soak/{name}.jsonl")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        return {**live, "state": "killed", "series": [],
+                "error": f"the run was killed; {path}: {exc.strerror}"}
+    ended = ("killed", "the run was killed before this soak ended")
+    for line in lines:
+        try:
+            msg = json.loads(line)
+            if not hs.take(msg) and msg.get("type") in ("result", "error"):  # it ended, unpublished
+                ended = ("error", msg["error"]) if msg.get("error") else ("done", None)
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            hs.bad_lines += 1  # the line the kill cut short
+    plan = {"duration": live.get("duration_s"), "warmup": live.get("warmup_s"),
+            "interval": live.get("interval_s")}
+    hs.state, hs.error = ended
+    return hs.live(plan, series=True, file=live.get("file"))
 
 
 class SoakRunner:
     def __init__(self, fleet, plan: dict, report_dir: Path | None = None, results=None,
-                 startup_s: float = 180, flush_s: float = 5.0, keep: int = 900,
-                 probe: str = "soak"):
+                 startup_s: float = 180, keep: int = 900, probe: str = "soak"):
         self.fleet, self.plan, self.results = fleet, plan, results
         self.dir = Path(report_dir) / "soak" if report_dir else None
-        self.startup_s, self.flush_s, self.keep, self.probe = startup_s, flush_s, keep, probe
+        self.startup_s, self.keep, self.probe = startup_s, keep, probe
         self.hosts: dict[str, HostSoak] = {}
         self._futures: dict = {}
         self._pool: ThreadPoolExecutor | None = None
-        self._flush_lock = threading.Lock()
-        self._last_flush = 0.0
         self._closing = False
+        self._publish_lock = threading.Lock()
         self.t0 = None
         self.say = lambda line: None  # where progress lines go (the terminal, in acceptance/)
 
@@ -72,13 +139,16 @@ class SoakRunner:
         self.t0 = time.monotonic()
         if self.dir:
             self.dir.mkdir(parents=True, exist_ok=True)
-        self._pool = ThreadPoolExecutor(max_workers=max(1, min(64, len(names))))
+        # A thread per host, never a bounded pool: a host left for a second wave would soak
+        # after the others, and the hall would never be under full load at once.
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(names)))
         for name in names:
-            hs = self.hosts[name] = HostSoak(name)
+            hs = self.hosts[name] = HostSoak(name, self.keep)
             if self.dir:
                 hs.file = (self.dir / f"{name}.jsonl").open("a", buffering=1)
-            self._futures[name] = self._pool.submit(self._run, hs)
-        self._flush(force=True)
+            self._publish(hs)
+        for name in names:
+            self._futures[name] = self._pool.submit(self._run, self.hosts[name])
 
     def _run(self, hs: HostSoak) -> HostSoak:
         session = self.fleet.sessions[hs.name]
@@ -89,13 +159,13 @@ class SoakRunner:
             hs.state, hs.error = ("interrupted", "the run was stopped") if self._closing else \
                 ("error", str(exc))
             self._write(hs, {"type": "error", "error": str(exc)})
-            self._flush(force=True)
+            self._publish(hs, final=True)
             raise
         hs.doc = doc
         hs.state = "error" if "error" in doc else "done"
         hs.error = doc.get("error")
         self._write(hs, {"type": "result", **doc})
-        self._flush(force=True)
+        self._publish(hs, final=True)
         return hs
 
     def _write(self, hs: HostSoak, msg: dict) -> None:
@@ -115,59 +185,24 @@ class SoakRunner:
         except json.JSONDecodeError:
             hs.bad_lines += 1
             return
-        kind = msg.get("type")
-        if kind == "header":
-            hs.header, hs.state = msg, "running"
-            hs.series = Series(len(msg.get("gpus") or []))
-        elif kind == "sample" and hs.series is not None:
-            with hs.lock:
-                hs.series.add(msg)
-                hs.count += 1
-                hs.last_t = msg["t"]
-                if (hs.count - 1) % hs.stride == 0:
-                    hs.kept.append(msg)
-                if len(hs.kept) > 2 * self.keep:
-                    hs.kept, hs.stride = hs.kept[::2], hs.stride * 2
-                for f in TRACKED:
-                    vals = msg.get(f) or []
-                    cur = hs.max.setdefault(f, [None] * len(vals))
-                    hs.max[f] = [v if c is None or (v is not None and v > c) else c
-                                 for c, v in zip(cur, vals)]
-        elif kind == "event":
-            hs.events.append(msg)
-        else:
-            return  # the final document: the probe call returns it
-        self._append(hs, line)
-        self._flush()
+        was = hs.state
+        if hs.take(msg):
+            self._append(hs, line)
+            if hs.state != was:
+                self._publish(hs)
 
-    def live(self, hs: HostSoak) -> dict:
-        """A snapshot for results.json (new objects: never mutated after hand-over)."""
-        with hs.lock:
-            return {
-                "state": hs.state, "error": hs.error,
-                "elapsed_s": hs.last_t, "duration_s": self.plan["duration"],
-                "warmup_s": self.plan["warmup"], "interval_s": self.plan["interval"],
-                "samples": hs.count, "every_nth_sample_kept": hs.stride,
-                "file": f"soak/{hs.name}.jsonl" if self.dir else None,
-                "gpus": (hs.header or {}).get("gpus"),
-                "max": {f: list(v) for f, v in hs.max.items()},
-                "events": list(hs.events[:100]),
-                "series": list(hs.kept),
-            }
+    def live(self, hs: HostSoak, final: bool = False) -> dict:
+        return hs.live(self.plan, final, f"soak/{hs.name}.jsonl" if self.dir else None)
 
-    def _flush(self, force: bool = False) -> None:
+    def _publish(self, hs: HostSoak, final: bool = False) -> None:
+        """The host's soak state into results.jsonl when it changes; its samples (thinned)
+        once, when it ended: the samples as they come are in soak/<host>.jsonl."""
         if self.results is None:
             return
-        now = time.monotonic()
-        if not force and now - self._last_flush < self.flush_s:
-            return
-        with self._flush_lock:
-            if not force and now - self._last_flush < self.flush_s:
-                return
-            self._last_flush = now
-            for name, hs in list(self.hosts.items()):
-                self.results.set_live("soak", name, self.live(hs), write=False)
-            self.results.write()
+        with self._publish_lock:  # nothing may follow (and replace) the final entry
+            if not hs.published_final:
+                hs.published_final = final
+                self.results.set_live("soak", hs.name, self.live(hs, final))
 
     def wait(self, name: str, progress=None, every: float = 30.0) -> HostSoak:
         """This host's soak once it ended (raises what its probe call raised); `progress`
@@ -199,7 +234,7 @@ class SoakRunner:
         for hs in self.hosts.values():
             if hs.state in ("starting", "running"):
                 hs.state = "interrupted"
-        self._flush(force=True)
+            self._publish(hs, final=True)
         for hs in self.hosts.values():
             if hs.file:
                 with hs.lock:

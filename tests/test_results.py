@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from signoff.results import ALL, Results, split_nodeid, verdict, worse
+from signoff.results import ALL, Results, rebuild, split_nodeid, verdict, worse
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("nodeid, want", [
@@ -53,23 +58,72 @@ def test_verdict(statuses, want):
     assert verdict(recs(*statuses)) == want
 
 
-def test_results_json_is_rewritten_after_every_add(tmp_path):
-    path = tmp_path / "results.json"
+def lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_each_change_is_one_appended_line_and_results_json_is_written_at_start_and_end(tmp_path):
+    path, log = tmp_path / "results.json", tmp_path / "results.jsonl"
+    log.write_text('{"type":"result","record":{"test":"of an earlier run"}}\n')  # a reused --report-dir
     res = Results(path, {"profile": "local"})
-    doc = json.loads(path.read_text())
-    assert doc["results"] == [] and doc["verdict"] is None
+    start = path.read_text()
+    doc = json.loads(start)
+    assert doc["results"] == [] and doc["verdict"] is None and "finished" not in doc["meta"]
     assert doc["meta"]["profile"] == "local" and doc["meta"]["started"]
-    for i, status in enumerate(["PASS", "N.A.", "FAIL"], 1):
-        res.add({"test": f"t{i}", "status": status})
-        doc = json.loads(path.read_text())
-        assert [r["status"] for r in doc["results"]] == ["PASS", "N.A.", "FAIL"][:i]
+    assert doc["meta"]["log"] == "results.jsonl"
+    res.select(["a.py::test_t1", "a.py::test_t2"])
+    for i in range(1, 2001):  # each add writes its own line, whatever came before
+        size = log.stat().st_size
+        res.add({"test": f"t{i}", "status": "PASS", "message": "x" * (i % 7)})
+        line = json.dumps({"type": "result", "record": res.doc["results"][-1]}, separators=(",", ":"))
+        assert log.stat().st_size - size == len(line) + 1
     res.set_host("n1", {"python": "3.11"})
-    assert json.loads(path.read_text())["hosts"] == {"n1": {"python": "3.11"}}
-    assert res.finish() == "FAIL"
+    res.set_live("soak", "n1", {"state": "running"})
+    assert path.read_text() == start  # never rewritten while the run goes on: O(run) each time
+    assert [c["type"] for c in lines(log)][-3:] == ["result", "host", "live"]
+    assert res.finish() == "PASS"
     doc = json.loads(path.read_text())
-    assert doc["verdict"] == "FAIL" and doc["meta"]["interrupted"] is False
-    assert doc["meta"]["finished"]
-    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # no temp file left
+    assert doc["verdict"] == "PASS" and doc["meta"]["interrupted"] is False and doc["meta"]["finished"]
+    assert len(doc["results"]) == 2000 and doc["hosts"] == {"n1": {"python": "3.11"}}
+    assert lines(log)[0]["type"] == "meta" and "earlier run" not in log.read_text()
+    assert doc["soak"] == {"n1": {"state": "running"}}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "results.jsonl"]  # no temp file
+
+
+def test_rebuild_after_a_kill_keeps_every_record_and_marks_the_rest_not_run(tmp_path):
+    res = Results(tmp_path / "results.json", {"profile": "local"})
+    res.select(["acceptance/t.py::test_a[n1]", "acceptance/t.py::test_a[n2]"])
+    res.set_host("n1", {"python": "3.11"})
+    res.add({"test": "acceptance/t.py::test_a[n1]", "criterion": "a", "host": "n1", "status": "PASS"})
+    with (tmp_path / "results.jsonl").open("a") as f:
+        f.write('{"type":"result","record":{"te')  # the line SIGKILL cut short
+    doc = rebuild(tmp_path)  # what `python -m signoff.results rebuild DIR` does
+    assert json.loads((tmp_path / "results.json").read_text()) == doc
+    assert doc["verdict"] == "INCOMPLETE" and doc["meta"]["killed"] and doc["meta"]["interrupted"]
+    assert doc["meta"]["profile"] == "local" and doc["hosts"] == {"n1": {"python": "3.11"}}
+    assert [(r["host"], r["status"]) for r in doc["results"]] == [("n1", "PASS"), ("n2", "NOT RUN")]
+    assert "killed before this check reported" in doc["results"][1]["message"]
+    assert 'tests="3"' in (tmp_path / "junit.xml").read_text()  # 2 checks + the verdict
+
+
+def test_rebuild_of_a_finished_run_gives_its_results_json(tmp_path):
+    res = Results(tmp_path / "results.json", {})
+    res.add({"test": "t.py::test_a", "criterion": "a", "host": "all hosts", "status": "FAIL"})
+    res.finish(partial="1 check not judged")
+    written = (tmp_path / "results.json").read_text()
+    assert rebuild(tmp_path) == json.loads(written)
+
+
+def test_rebuild_cli_names_a_directory_without_the_log(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "signoff.results", "rebuild", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 2
+    assert p.stderr.startswith(f"signoff: {tmp_path / 'results.jsonl'}: cannot read it"), p.stderr
+    Results(tmp_path / "results.json", {}).add({"test": "t.py::test_a", "criterion": "a",
+                                                "host": "all hosts", "status": "PASS"})
+    p = subprocess.run([sys.executable, "-m", "signoff.results", "rebuild", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0 and "1 records, verdict INCOMPLETE (the run was killed" in p.stdout
 
 
 def test_interrupted_run_is_incomplete(tmp_path):

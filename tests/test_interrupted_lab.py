@@ -1,0 +1,104 @@
+"""An interrupted 32-host run keeps every finished result: a real acceptance run on 32 lab
+hosts (sshd each; the cheap checks: versions and GPU health under `local`) is stopped with
+Ctrl-C, or killed outright (SIGKILL, then rebuilt from results.jsonl), after some results
+are in; every record results.jsonl held by then is in results.json, the rest NOT RUN."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from lab import Lab
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
+N_HOSTS = 32
+CHECKS = ["acceptance/test_versions.py", "acceptance/test_gpu_health.py"]
+
+
+@pytest.fixture(scope="module")
+def inv(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lab32")
+    with Lab(d, n_hosts=N_HOSTS) as lab:
+        yield lab.write_inventory(d / "inv.yaml", python=sys.executable)
+
+
+def logged_records(rd: Path) -> list[dict]:
+    path = rd / "results.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            change = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # being written
+        if change["type"] == "result":
+            out.append(change["record"])
+    return out
+
+
+def stop_after(tmp_path, inv, sig, n=40) -> tuple[Path, list[dict], str]:
+    """Start the run, send `sig` once results.jsonl holds `n` records; (report dir, the
+    records it held just before, the run's output)."""
+    rd = tmp_path / "report"
+    p = subprocess.Popen([sys.executable, "-m", "pytest", *CHECKS, "--report-dir", str(rd), "--partial",
+                          "-p", "no:cacheprovider", "--inventory", str(inv), "--profile", "local", "-v"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    log = rd / "results.jsonl"
+    while time.monotonic() < deadline and p.poll() is None and (
+            not log.exists() or log.read_bytes().count(b'{"type":"result"') < n):
+        time.sleep(0.02)  # counted, not parsed: the poll must not slow the run it watches
+    before = logged_records(rd)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    p.send_signal(sig)
+    out, _ = p.communicate(timeout=120)
+    return rd, before, out
+
+
+def selected(out: str) -> int:
+    return int(re.search(r"collected (\d+) items", out).group(1))
+
+
+def check_kept(doc: dict, before: list[dict]) -> None:
+    got = {r["test"]: r for r in doc["results"]}
+    assert len(before) >= 40 and len(got) == len(doc["results"])  # one record per check
+    lost = [r["test"] for r in before if got.get(r["test"]) != r]
+    assert not lost, f"finished before the interrupt, missing or changed in results.json: {lost[:5]}"
+    assert doc["verdict"] == "INCOMPLETE" and doc["meta"]["interrupted"] is True
+    not_run = [r for r in doc["results"] if r["status"] == "NOT RUN"]
+    assert not_run, "the interrupt came after the last check: nothing was cut short"
+
+
+def test_ctrl_c_on_32_hosts_keeps_every_finished_result(inv, tmp_path):
+    rd, before, out = stop_after(tmp_path, inv, signal.SIGINT)
+    doc = json.loads((rd / "results.json").read_text())  # written by the run itself, on Ctrl-C
+    check_kept(doc, before)
+    assert len(doc["results"]) == selected(out) > N_HOSTS * 10, out[-2000:]
+    assert "killed" not in doc["meta"]
+
+
+def test_sigkill_on_32_hosts_loses_nothing_rebuilt_from_the_log(inv, tmp_path):
+    rd, before, out = stop_after(tmp_path, inv, signal.SIGKILL)
+    at_kill = json.loads((rd / "results.json").read_text())
+    assert at_kill["verdict"] is None and at_kill["results"] == []  # the run's start: in progress
+    p = subprocess.run([sys.executable, "-m", "signoff.results", "rebuild", str(rd)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((rd / "results.json").read_text())
+    try:
+        check_kept(doc, before)
+        assert doc["meta"]["killed"] and len(doc["results"]) == selected(out) > N_HOSTS * 10
+        assert len(doc["hosts"]) == N_HOSTS
+    finally:  # a killed controller cleans nothing: its temp dirs are on this (shared) /tmp
+        for facts in doc["hosts"].values():
+            if facts.get("workdir", "").startswith("/tmp/signoff."):
+                shutil.rmtree(facts["workdir"], ignore_errors=True)
