@@ -133,7 +133,10 @@ class Results:
     def finish(self, interrupted: bool = False, partial: str | None = None,
                allow_partial: bool = False) -> str:
         """A partial selection (-k, one file) is never a sign-off PASS unless asked for."""
-        v = "INCOMPLETE" if interrupted else verdict(self.doc["results"])
+        v = verdict(self.doc["results"])
+        # A judged FAIL found before the interrupt stands; an ERROR may be the interrupt's own.
+        if interrupted and not any(r.get("status") == "FAIL" for r in self.doc["results"]):
+            v = "INCOMPLETE"
         if partial and v == "PASS" and not allow_partial:
             v = "INCOMPLETE"
         self._change({"type": "finish", "verdict": v,

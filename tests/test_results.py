@@ -132,3 +132,13 @@ def test_interrupted_run_is_incomplete(tmp_path):
     assert res.finish(interrupted=True) == "INCOMPLETE"
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["verdict"] == "INCOMPLETE" and doc["meta"]["interrupted"] is True
+
+
+def test_interrupted_run_with_a_fail_already_found_fails(tmp_path):
+    res = Results(tmp_path / "results.json", {})
+    res.add({"status": "PASS"})
+    res.add({"status": "FAIL"})
+    assert res.finish(interrupted=True) == "FAIL"
+    res2 = Results(tmp_path / "r2.json", {})
+    res2.add({"status": "ERROR"})  # could not measure, then Ctrl-C: nothing proves it broken
+    assert res2.finish(interrupted=True) == "INCOMPLETE"
