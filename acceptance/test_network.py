@@ -1,12 +1,10 @@
 """Inter-node network: NIC line rate, host pairs near line rate, multi-node all-reduce."""
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 from signoff import network as net
 from signoff.check import not_applicable
-from signoff.fleet import ProbeError
+from signoff.fleet import ProbeError, threads
 from signoff.profiles import parse_size
 
 RULE = "signoff acceptance rule"
@@ -113,7 +111,7 @@ def bisect(network, names, t, env, timeout) -> dict:
     size = t.extra["size"]
     pair_bw = {}
     for rnd in net.rounds(net.ring_pairs(names)):
-        with ThreadPoolExecutor(max_workers=len(rnd)) as pool:
+        with threads(len(rnd)) as pool:
             runs = pool.map(lambda p: network.allreduce(list(p), size, size, env, timeout), rnd)
             for p, r in zip(rnd, runs):
                 pair_bw[p] = r["doc"]["rows"][0]["busbw"] if r["ok"] else None

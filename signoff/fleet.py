@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -41,6 +42,18 @@ def _quiet(fn, x) -> None:
         fn(x)
     except Exception:  # noqa: BLE001 - a failed cleanup is reported by what it left
         pass
+
+
+@contextmanager
+def threads(n: int):
+    """A thread pool whose exit never waits for calls still running: on Ctrl-C the run
+    stops at once (Fleet.close() then ends the remote commands those calls wait for);
+    a `with ThreadPoolExecutor()` block would wait for them, e.g. a hung rank's timeout."""
+    pool = ThreadPoolExecutor(max_workers=max(1, n))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 # Kill the process group of every probe this run started on the host (the group leader

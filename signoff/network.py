@@ -4,9 +4,9 @@ its bisection to the slow host or link."""
 from __future__ import annotations
 
 import re
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 
-from signoff.fleet import Fleet, HostSession, ProbeError, last_document, parse_probe_output
+from signoff.fleet import Fleet, HostSession, ProbeError, last_document, parse_probe_output, threads
 from signoff.transport import HostUnreachable
 
 
@@ -137,7 +137,7 @@ class Network:
         if self._pairs is None:
             self._pairs = {}
             for rnd in rounds(pairs):
-                with ThreadPoolExecutor(max_workers=len(rnd)) as pool:
+                with threads(len(rnd)) as pool:
                     done = pool.map(lambda p: self._measure(*p, streams, duration, tool), rnd)
                     for p, res in zip(rnd, done):
                         self._pairs[p] = res
@@ -155,7 +155,7 @@ class Network:
             common = ["--tool", t, "--port", str(self.port), "--streams", str(streams),
                       "--duration", str(duration)]
             rdma = {h: self.rdma_args(h) for h in (a, b)} if t == "ib_write_bw" else {a: [], b: []}
-            with ThreadPoolExecutor(max_workers=1) as pool:
+            with threads(1) as pool:
                 server = pool.submit(self.session(b).probe, "netpair", "server", "--bind", dst,
                                      *common, *rdma[b], timeout=duration + 60)
                 client = self.session(a).probe("netpair", "client", "--connect", dst,
@@ -186,7 +186,7 @@ class Network:
             except (HostUnreachable, ProbeError) as exc:
                 out[name] = exc
         live = [n for n in names if n not in out]
-        with ThreadPoolExecutor(max_workers=len(live) or 1) as pool:
+        with threads(len(live)) as pool:
             for name, fut in [(n, pool.submit(self.address, n)) for n in live]:
                 try:
                     fut.result()
@@ -223,7 +223,7 @@ class Network:
                 "--timeout", str(timeout), *nproc, timeout=timeout + 30, env={**ifenv, **env})
 
         first, killed = None, set()
-        with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        with threads(len(names)) as pool:
             futures = {pool.submit(one, rn): rn[1] for rn in enumerate(names)}
             pending = set(futures)
             while pending:

@@ -8,7 +8,7 @@ import os
 import shlex
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import paramiko
@@ -68,9 +68,10 @@ def guarded(command: str, timeout: float) -> str:
 
 
 def explain(exc: BaseException, host: Host, timeout: float | None = None,
-            banner: str | None = None) -> str:
+            banner: str | None = None, keys: list[str] | None = None) -> str:
     """Name the cause of a connection failure the way an operator would; `banner`: the
-    SSH version string the host sent ("" when none came), where known."""
+    SSH version string the host sent ("" when none came), where known; `keys`: the
+    identity files tried (default: the inventory's)."""
     target = f"{host.address or host.name}:{host.port or 22}"
     within = f" within {timeout:g} s" if timeout else ""
     if isinstance(exc, socket.gaierror):
@@ -82,7 +83,8 @@ def explain(exc: BaseException, host: Host, timeout: float | None = None,
     if isinstance(exc, paramiko.BadHostKeyException):
         return f"host key of {target} does not match known_hosts (possible impersonation)"
     if isinstance(exc, paramiko.AuthenticationException):
-        key = f" with identity file {host.identity_file}" if host.identity_file else ""
+        keys = keys if keys is not None else [host.identity_file] if host.identity_file else []
+        key = f" with identity file{'s' if len(keys) > 1 else ''} {', '.join(keys)}" if keys else ""
         return f"authentication failed for {host.user or 'default user'}@{target}{key} ({exc})"
     if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
         return (f"unknown host key for {target}: add it to known_hosts "
@@ -95,24 +97,32 @@ def explain(exc: BaseException, host: Host, timeout: float | None = None,
         return f"SSH key exchange with {target} ({banner}) not finished{within}"
     if isinstance(exc, paramiko.SSHException) and "protocol banner" in str(exc):
         return f"{target} closed the connection before an SSH banner (not an sshd, or sshd overloaded)"
+    if isinstance(exc, tuple(_FILE_PROBLEMS)) and exc.filename:  # paramiko opening a key file
+        return f"identity file {exc.filename}: {_FILE_PROBLEMS[type(exc)]}"
     if isinstance(exc, OSError):
         return f"network error reaching {target}: {exc.strerror or exc}"
     return f"{type(exc).__name__}: {exc}"
 
 
 _KEY_TYPES = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
+# What paramiko dies of, opening a key file, without naming it
+_FILE_PROBLEMS = {FileNotFoundError: "no such file", IsADirectoryError: "is a directory, not a key file",
+                  PermissionError: "not readable"}
 
 
-def identity_problem(path: str) -> str | None:
+def identity_problem(path: str, usable: bool = True) -> str | None:
     """Why the identity file cannot be used, None if it can: checked before connecting,
-    because paramiko's own errors never name the file."""
+    because paramiko's own errors never name the file. usable=False: only a file paramiko
+    cannot open (it skips one that is not a usable key and tries the next, as ssh does)."""
     p = Path(path)
     if not p.exists():
-        return "no such file"
+        return _FILE_PROBLEMS[FileNotFoundError]
     if p.is_dir():
-        return "is a directory, not a key file"
+        return _FILE_PROBLEMS[IsADirectoryError]
     if not os.access(p, os.R_OK):
-        return "not readable"
+        return _FILE_PROBLEMS[PermissionError]
+    if not usable:
+        return None
     encrypted = False
     for kind in _KEY_TYPES:
         try:
@@ -238,16 +248,20 @@ class SSHTransport(Transport):
 
     def _open(self) -> str | None:
         """None once connected, else why not."""
-        key = self.host.identity_file
-        problem = key and identity_problem(key)
-        if problem:
-            return f"identity file {key}: {problem}"
+        # The inventory's key, then ~/.ssh/config's IdentityFile lines: Fabric merges them.
+        keys = list(dict.fromkeys(self.conn.connect_kwargs.get("key_filename") or []))
+        for key in keys:
+            problem = identity_problem(key, usable=key == self.host.identity_file)
+            if problem:
+                return f"identity file {key}: {problem}"
         try:
             self.conn.open()
         except Exception as exc:  # noqa: BLE001 - every cause becomes one message
             t = self.conn.client.get_transport()
             self.conn.client.close()  # paramiko may still be waiting for a banner
-            return explain(exc, self.host, self.connect_timeout, getattr(t, "remote_version", None))
+            # name the host as ssh_config resolved it (HostName, User, Port)
+            host = replace(self.host, address=self.conn.host, port=self.conn.port, user=self.conn.user)
+            return explain(exc, host, self.connect_timeout, getattr(t, "remote_version", None), keys)
         return None
 
     def run(self, command: str, timeout: float) -> CommandResult:

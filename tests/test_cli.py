@@ -9,13 +9,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Every local run takes this machine's run lock: wait for another one (a concurrent test
+# process on a shared machine), never ERROR "in use by another signoff run".
+LOCK_WAIT = ("--lock-wait", "300")
 
 
 def run(*args, cwd=ROOT):
     # --python: the training environment here is this venv (torch), not the python3 on PATH
     return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "-p", "no:cacheprovider",
-                           "--python", sys.executable, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+                           "--python", sys.executable, *LOCK_WAIT, *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
 
 
 def assert_self_contained(html: str) -> None:

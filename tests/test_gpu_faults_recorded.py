@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from test_cli import LOCK_WAIT
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "reports" / "examples" / "h200-2x" / "results.json"
@@ -54,7 +55,7 @@ def run(tmp_path: Path, inv: Path, *args: str, profile="h200-2x-nvlink") -> dict
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", *(args or ["acceptance/test_gpu_health.py"]),
                         "--partial", "--inventory", str(inv), "--profile", profile,
-                        "--report-dir", str(rd), "-p", "no:cacheprovider"],
+                        "--report-dir", str(rd), "-p", "no:cacheprovider", *LOCK_WAIT],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     res = {r["criterion"]: r for r in json.loads((rd / "results.json").read_text())["results"]}
     assert p.returncode == 1, p.stdout

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+from test_cli import LOCK_WAIT
 from test_gpu_faults_recorded import RECORDED, ROOT
 
 
@@ -27,8 +28,8 @@ def test_recorded_h200_with_another_process_on_gpu1_is_reported(tmp_path):
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_gpu_health.py", "--partial",
                         "--inventory", str(inv), "--profile", "h200-2x-nvlink", "--report-dir", str(rd),
-                        "-p", "no:cacheprovider", "--lock-wait", "240"],  # other local runs here
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+                        "-p", "no:cacheprovider", *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
     line = ("GPUs in use on gpunode before measuring: GPU 1: pid 4242 (python3, 30000 MiB): its GPU "
             "measurements are suspect")
     assert line in p.stdout, p.stdout

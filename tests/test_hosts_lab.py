@@ -69,6 +69,37 @@ def test_a_refused_key_is_named(lab, tmp_path):
                             f"with identity file {key} "), cause
 
 
+def _via_ssh_config(lab, home, key) -> str:
+    """The cause SSHTransport gives for `alias`, lab1 through ~/.ssh/config with IdentityFile
+    `key` (Fabric merges it into paramiko's key_filename; the inventory names no key)."""
+    (home / ".ssh").mkdir(parents=True, exist_ok=True)
+    (home / ".ssh" / "config").write_text(f"Host alias\n  HostName {lab.hosts[0].address}\n  User root\n"
+                                          f"  IdentityFile {key}\n  UserKnownHostsFile {lab.known_hosts}\n")
+    with pytest.raises(HostUnreachable) as exc:
+        SSHTransport(Host(name="alias"), connect_timeout=TIMEOUT).run("true", 10)
+    return exc.value.cause
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda d: d / "no-such-key", "no such file"),
+    (lambda d: d, "is a directory, not a key file"),
+])
+def test_a_bad_identity_file_from_ssh_config_is_named(lab, tmp_path, monkeypatch, make, why):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    key = make(tmp_path)
+    cause = _via_ssh_config(lab, tmp_path / "home", key)
+    assert cause == f"identity file {key}: {why}", cause
+
+
+def test_a_refused_key_from_ssh_config_is_named(lab, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    key = _keygen(tmp_path / "not-authorized")
+    cause = _via_ssh_config(lab, tmp_path / "home", key)
+    assert cause.startswith(f"authentication failed for root@{lab.hosts[0].address}:22 "
+                            f"with identity file {key} "), cause
+
+
 def test_dead_hosts_are_contacted_once_and_say_why(lab, tmp_path):
     with SilentListener() as silent:
         inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, extra_hosts=[

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_cli import LOCK_WAIT
+
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: another interpreter, without torch
 # The controller with torch made unimportable: signing off hosts must not need it.
@@ -19,7 +21,7 @@ def accept_locally(tmp_path: Path, *args: str, path: str = "/usr/bin:/bin"):
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-c", NO_TORCH, "acceptance/", "-k", "torch_cuda_build",
                         "--partial", "--profile", "local", "--report-dir", str(rd),
-                        "-p", "no:cacheprovider", *args],
+                        "-p", "no:cacheprovider", *LOCK_WAIT, *args],
                        cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={"PATH": path, "HOME": str(tmp_path)})
     res = json.loads((rd / "results.json").read_text()) if (rd / "results.json").exists() else None

@@ -4,7 +4,9 @@ ib_write_bw through a fake (no InfiniBand card here)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -107,6 +109,49 @@ def test_hung_host_is_named_and_nothing_hangs(lab, tmp_path):
     assert "caused by lab2:" in m["message"] and "lab2: the probe never started" in m["message"]
     left = subprocess.run(["pgrep", "-f", f"signoff-nethang-{os.getpid()}"],
                           capture_output=True, text=True).stdout
+    assert left == "" and leftovers(res) == [], f"ranks left running: {left} {leftovers(res)}"
+
+
+def _running(marker: str) -> bool:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+
+
+def test_ctrl_c_during_a_hung_multinode_allreduce_ends_the_run_within_seconds(lab, tmp_path):
+    """The collective runs in threads; leaving their pool on Ctrl-C joined the ranks still
+    running: a hung rank held the run until --collective-timeout + 30 s (630 s by default)."""
+    marker = f"signoff-ctrlc-{os.getpid()}"
+    hang = script(tmp_path, "hangpython", f'[ "$1" = allreduce.py ] && exec -a {marker} sleep 600; '
+                  f'exec {sys.executable} "$@"')
+    rd = tmp_path / "report"
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/test_network.py", "-k", "multinode",
+                          "--partial", "--report-dir", str(rd), "-p", "no:cacheprovider", "--inventory",
+                          inventory(lab, tmp_path, lab2={"python": hang}), "--profile", LAB],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:  # never leave the run going: the lab's teardown would SIGKILL its SSH sessions
+        deadline = time.time() + 240  # a loaded CI machine
+        while time.time() < deadline and p.poll() is None and not _running(marker):
+            time.sleep(0.2)
+        if not _running(marker):
+            p.kill()
+            raise AssertionError(f"the all-reduce never started\n{p.communicate()[0]}")
+        time.sleep(1)  # the other ranks wait for lab2 at the rendezvous
+        p.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)  # people press it again
+        try:
+            out, _ = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            out = ""
+        took = time.monotonic() - t0
+    finally:
+        p.kill()
+        p.wait()
+    assert took < 20, f"exited {took:.0f} s after Ctrl-C\n{out}"
+    res = json.loads((rd / "results.json").read_text())
+    assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"], out
+    assert (rd / "report.html").exists() and (rd / "junit.xml").exists(), out
+    left = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
     assert left == "" and leftovers(res) == [], f"ranks left running: {left} {leftovers(res)}"
 
 

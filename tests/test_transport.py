@@ -197,6 +197,13 @@ def test_explain_other_causes():
     assert explain(paramiko.SSHException("No existing session"), h, 7, "SSH-2.0-x") == (
         "SSH key exchange with n1:22 (SSH-2.0-x) not finished within 7 s")
     assert explain(ValueError("odd"), h) == "ValueError: odd"
+    # paramiko opening a key file Fabric took from ~/.ssh/config: its errors never name the file
+    assert explain(FileNotFoundError(2, "No such file or directory", "/k/id"), h) == (
+        "identity file /k/id: no such file")
+    assert explain(IsADirectoryError(21, "Is a directory", "/k"), h) == (
+        "identity file /k: is a directory, not a key file")
+    assert explain(paramiko.AuthenticationException("no"), h, keys=["/a", "/b"]).startswith(
+        "authentication failed for ops@n1:22 with identity files /a, /b ")
 
 
 def test_silent_port_says_no_banner_and_is_contacted_once():

@@ -1,0 +1,63 @@
+"""The suite's own tests that run acceptance/ against localhost share this machine's run lock
+(signoff.fleet.KEEPER) with every other local run, e.g. other test processes on a shared CI
+machine: their helpers wait for it (--lock-wait), never ERROR "in use by another signoff run"."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import test_cli
+import test_gpu_faults_recorded
+import test_gpu_in_use_recorded
+import test_local_python
+
+from signoff.fleet import Fleet
+from signoff.inventory import local_inventory
+
+HOLD_S = 5
+
+
+@contextmanager
+def local_lock_held():
+    """Another run holds localhost's lock for HOLD_S s from now, then releases it."""
+    other = Fleet(local_inventory(sys.executable), lock_wait=300)
+    other.facts("localhost")  # its lock is taken before its sysinfo runs
+    release = threading.Timer(HOLD_S, other.close)
+    release.start()
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        release.join()
+    assert time.monotonic() - t0 >= HOLD_S  # the run overlapped the other's lock
+
+
+def refused(results: list[dict]) -> list[str]:
+    return [r["message"] for r in results if "in use by another signoff run" in (r.get("message") or "")]
+
+
+def test_cli_run_waits_for_the_local_lock(tmp_path):
+    with local_lock_held():
+        p = test_cli.run("-k", "version", "--partial", "--profile", "local", "--report-dir", str(tmp_path))
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["results"] and refused(res["results"]) == [], p.stdout
+
+
+def test_local_python_run_waits_for_the_local_lock(tmp_path):
+    with local_lock_held():
+        p, res = test_local_python.accept_locally(tmp_path, "--python", sys.executable)
+    assert res["results"] and refused(res["results"]) == [], p.stdout
+
+
+def test_recorded_gpu_runs_wait_for_the_local_lock(tmp_path):
+    with local_lock_held():
+        res = test_gpu_faults_recorded.run(tmp_path, test_gpu_faults_recorded.faulty_h200(tmp_path))
+    assert res and refused(list(res.values())) == []
+    (tmp_path / "in_use").mkdir()
+    with local_lock_held():  # its run is inline: the test itself must pass
+        test_gpu_in_use_recorded.test_recorded_h200_with_another_process_on_gpu1_is_reported(
+            tmp_path / "in_use")
