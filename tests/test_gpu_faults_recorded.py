@@ -165,3 +165,30 @@ def test_gpu_host_of_another_class_is_not_measured_at_its_sizes(tmp_path):
         assert res[crit]["status"] == "NOT RUN", res[crit]
         assert res[crit]["message"].startswith("not run: class guard of profile h200-8x-nvlink")
         assert "gpunode: 2 GPUs where 8 are expected" in res[crit]["message"]
+
+
+def test_recorded_h200_with_a_driver_below_its_branch_minimum_fails(tmp_path):
+    """Recorded 2x H200, one fault injected: driver 570.86, above the oldest branch's minimum
+    (535.309.01) yet below its own branch's 570.211.01 (clustermax table)."""
+    inv = faulty_h200(tmp_path, lambda g0, g1: None)
+    doc = tmp_path / "sysinfo.json"
+    facts = json.loads(doc.read_text())
+    facts["nvidia"]["driver"] = "570.86"
+    doc.write_text(json.dumps(facts))
+    r = run(tmp_path, inv, "acceptance/test_versions.py", "-k", "nvidia_driver_version",
+            "--lock-wait", "300")["nvidia_driver_version"]
+    assert r["status"] == "FAIL", r["message"]
+    assert "NVIDIA driver = 570.86" in r["message"]
+    assert "below branch 570's minimum 570.211.01" in r["message"]
+
+
+def test_recorded_h200_under_a100_figures_errors_on_the_missing_power_figure(tmp_path):
+    """The recorded (healthy) 2x H200 judged by the A100 profile's figures (its class made the
+    H200's): A100 has no referenced power figure, so power_limit ERRORs naming it."""
+    prof = tmp_path / "a100figures.yaml"
+    prof.write_text("extends: a100-8x-nvlink\nhardware: {gpu_model: 'NVIDIA H200', gpu_count: 2, "
+                    "nvlinks: 18, pcie_gen: 5}\n")
+    res = run(tmp_path, faulty_h200(tmp_path, lambda g0, g1: None), "acceptance/test_gpu_health.py",
+              "-k", "power_limit", "--lock-wait", "300", profile=str(prof))
+    assert res["power_limit"]["status"] == "ERROR", res["power_limit"]
+    assert "has no threshold for 'power_limit'" in res["power_limit"]["message"]
