@@ -192,3 +192,27 @@ def test_recorded_h200_under_a100_figures_errors_on_the_missing_power_figure(tmp
               "-k", "power_limit", "--lock-wait", "300", profile=str(prof))
     assert res["power_limit"]["status"] == "ERROR", res["power_limit"]
     assert "has no threshold for 'power_limit'" in res["power_limit"]["message"]
+
+
+def test_recorded_h200_whose_soak_probe_saw_no_gpu_errors_every_soak_check(tmp_path):
+    """Recorded 2x H200, one fault injected: NVML inside the soak probe sees no GPU (its header
+    lists none, its samples are empty) while sysinfo saw two. Before, soak_gemm_tflops and the
+    straggler check PASSed having measured nothing."""
+    inv = faulty_h200(tmp_path, lambda g0, g1: None)
+    stream = tmp_path / "soak.jsonl"
+    empty = {f: [] for f in ("temp", "mem_temp", "power", "sm_clock", "reasons", "util", "tflops",
+                             "ecc_corr", "ecc_unc")}
+    stream.write_text("\n".join(json.dumps(x) for x in [
+        {"type": "header", "gpus": [], "duration_s": 10, "interval_s": 1, "gpu_errors": {}},
+        *({"type": "sample", "t": float(k), **empty} for k in range(12)),
+        {"probe": "soak", "samples": 12, "gpus": [], "ecc_before": [], "ecc_after": [], "xid": [],
+         "xid_readable": True, "xid_note": "read from NVML events", "gpu_errors": {}}]) + "\n")
+    py = tmp_path / "recordedpython"
+    rest = py.read_text().split("\n", 1)[1]
+    py.write_text(f'#!/bin/bash\n[ "$1" = soak.py ] && exec cat {stream}\n{rest}')
+    res = run(tmp_path, inv, "acceptance/test_soak.py", "--soak-duration", "10s", "--lock-wait", "300")
+    soaks = {c: r for c, r in res.items() if c.startswith("soak_")}
+    assert len(soaks) == 7, sorted(soaks)
+    for crit, r in soaks.items():
+        assert r["status"] == "ERROR", (crit, r)
+        assert "the soak probe's NVML saw 0 GPU(s) where sysinfo reports 2" in r["message"], r
