@@ -216,3 +216,21 @@ def test_recorded_h200_whose_soak_probe_saw_no_gpu_errors_every_soak_check(tmp_p
     for crit, r in soaks.items():
         assert r["status"] == "ERROR", (crit, r)
         assert "the soak probe's NVML saw 0 GPU(s) where sysinfo reports 2" in r["message"], r
+
+
+def test_recorded_h200_allreduce_on_fewer_gpus_errors_keeping_its_rows(tmp_path):
+    """Recorded 2x H200 with its recorded all-reduce rows, one fault injected: the probe ran on
+    1 of the 2 GPUs (CUDA_VISIBLE_DEVICES). The check ERRORs and keeps the rows it measured."""
+    inv = faulty_h200(tmp_path, lambda g0, g1: None)
+    rec = next(r for r in json.loads(RECORDED.read_text())["results"] if r["criterion"] == "allreduce_busbw")
+    doc = tmp_path / "allreduce.json"
+    doc.write_text(json.dumps({"rows": rec["details"]["rows"], "backend": "nccl", "world_size": 1,
+                               "local_ranks": 1}))
+    py = tmp_path / "recordedpython"
+    rest = py.read_text().split("\n", 1)[1]
+    py.write_text(f'#!/bin/bash\n[ "$1" = allreduce.py ] && exec cat {doc}\n{rest}')
+    r = run(tmp_path, inv, "acceptance/test_interconnect.py", "-k", "allreduce_busbw", "--lock-wait", "300",
+            profile="h200-2x-nvlink")["allreduce_busbw"]
+    assert r["status"] == "ERROR", r
+    assert "all-reduce ran on 1 of the 2 GPUs" in r["message"]
+    assert r["details"]["rows"] == rec["details"]["rows"] and r["details"]["local_ranks"] == 1
