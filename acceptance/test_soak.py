@@ -86,6 +86,10 @@ def soaked(host, soak_run):
         raise ProbeError(f"{host}: soak probe: {hs.error}")
     if hs.series is None or len(hs.series) < 2:
         raise ProbeError(f"{host}: the soak probe sent no samples")
+    seen = len(hs.header.get("gpus") or [])
+    if seen != len(host.gpus):  # judged on fewer GPUs, a judgement could pass having measured none
+        raise ProbeError(f"{host}: the soak probe's NVML saw {seen} GPU(s) where sysinfo reports "
+                         f"{len(host.gpus)}: the soak did not load and sample every GPU")
     return hs
 
 

@@ -37,8 +37,14 @@ def test_host_unique(host, fleet, check):
 
 
 def test_nvidia_driver_version(host, gpus, profile, check):
-    check.expect(host.facts["nvidia"]["driver"], profile.threshold("nvidia_driver_version"),
-                 "NVIDIA driver")
+    t = profile.threshold("nvidia_driver_version")
+    drv = host.facts["nvidia"]["driver"]
+    branch, cause = str(drv).split(".")[0], ""
+    if t.extra.get("branches") and not t.ok(drv):
+        own = t.branch_minimum(drv)
+        cause = (f"branch {branch} is not among the table's branches {', '.join(t.extra['branches'])}"
+                 if own is None else f"below branch {branch}'s minimum {own}: update the driver")
+    check.expect(drv, t, "NVIDIA driver", cause=cause)
 
 
 def test_cuda_driver_version(host, gpus, profile, check):

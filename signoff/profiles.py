@@ -22,7 +22,9 @@ LIMIT_KEYS = ("min", "max", "equals")
 
 # Every criterion a profile may set: its value type and any extra keys it takes.
 CRITERIA: dict[str, dict] = {
-    "nvidia_driver_version": {"type": "version"},
+    # branches: the published minimum of each current driver branch (a driver is judged
+    # against its own branch's, not only the oldest branch's)
+    "nvidia_driver_version": {"type": "version", "extra": ("branches",)},
     "cuda_driver_version": {"type": "version"},
     "row_remap_uncorrectable": {"type": "number", "ops": ("max",)},
     "power_limit": {"type": "number"},  # W, every GPU's enforced limit: the class's rated one
@@ -82,14 +84,31 @@ class Threshold:
         if CRITERIA[self.criterion]["type"] == "version":
             a, b = version_tuple(a), version_tuple(b)
         if self.op == "min":
+            if self.extra.get("branches"):  # its own branch's minimum, not only the oldest's
+                own = self.branch_minimum(measured)
+                return own is not None and a >= b and a >= version_tuple(own)
             return a >= b
         if self.op == "max":
             return a <= b
         return a == b
 
+    def branch_minimum(self, measured) -> str | None:
+        """The minimum of the driver's own branch (its major number); for a branch newer than
+        every listed one, the newest minimum; None for an older branch the list lacks."""
+        mins = self.extra["branches"]
+        major = version_tuple(measured)[:1]
+        for m in mins:
+            if version_tuple(m)[:1] == major:
+                return m
+        newest = max(mins, key=version_tuple)
+        return newest if major > version_tuple(newest)[:1] else None
+
     @property
     def expected(self) -> str:
         sign = {"min": ">=", "max": "<=", "equals": "=="}[self.op]
+        if self.extra.get("branches"):
+            return (f">= its branch's minimum ({' / '.join(self.extra['branches'])}; a newer branch "
+                    f">= {max(self.extra['branches'], key=version_tuple)}) {self.unit}").strip()
         return f"{sign} {self.value} {self.unit}".strip()
 
     def __str__(self) -> str:
@@ -217,12 +236,28 @@ def _threshold(name, spec, path, profile) -> Threshold:
             raise InputError(f"{w}.{exc}") from None
     if name in ("allreduce_busbw", "multinode_allreduce_busbw"):
         _check_sweep(extra, w)
+    if "branches" in extra:
+        _check_branches(extra["branches"], value, w)
     if name == "nic_rate" and extra.get("fabric") not in ("ethernet", "infiniband"):
         raise InputError(f"{w}.fabric: expected ethernet or infiniband, got {extra.get('fabric')!r}")
     if name.startswith("storage_"):
         from signoff.storage import check_extra  # (signoff.storage imports this module)
         check_extra(name, extra, w)
     return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra)
+
+
+def _check_branches(branches, floor: str, where: str) -> None:
+    """A list of quoted versions, one per branch (major number), none below the floor."""
+    if not isinstance(branches, list) or not branches or \
+            not all(isinstance(b, str) and version_tuple(b) for b in branches):
+        raise InputError(f"{where}.branches: expected a list of quoted versions, one per driver "
+                         f"branch (e.g. ['535.309.01', '570.211.01']), got {branches!r}")
+    majors = [version_tuple(b)[0] for b in branches]
+    if len(set(majors)) != len(majors):
+        raise InputError(f"{where}.branches: one minimum per branch; {branches} repeats one")
+    if min(version_tuple(b) for b in branches) < version_tuple(floor):
+        raise InputError(f"{where}.branches: {min(branches, key=version_tuple)} is below the "
+                         f"threshold's min {floor}")
 
 
 def _check_sweep(extra: dict, where: str) -> None:

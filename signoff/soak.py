@@ -382,12 +382,18 @@ class Unjudgeable(Exception):
     """The samples cannot answer the criterion (sensor unreadable, too few samples)."""
 
 
+def _some_gpu(s: Series) -> None:
+    if not s.n:
+        raise Unjudgeable("the samples cover no GPU")
+
+
 def judge_temperature(s: Series, which: str, limit: float, hold: float,
                       na_ok: bool = False) -> Verdict:
     """Sustained temperature (`which` = temp | mem_temp) <= limit on every GPU. Sustained:
     the highest temperature held for `hold` s (every sample of a `hold`-long window at or
     above it), over the whole load, so one-sample spikes do not fail a GPU."""
     label = {"temp": "GPU", "mem_temp": "memory"}[which]
+    _some_gpu(s)
     hold = effective_hold(s, hold)
     rows = temperatures(s, which, hold, limit)
     dead = [r["gpu"] for r in rows if not r["readable"]]
@@ -410,6 +416,7 @@ def judge_throttle(s: Series, fail: tuple = FAIL_REASONS, limits: list | None = 
     at full load, idle, ...) are reported with how many samples showed them. SW power cap is
     normal only at the class's rated limit: under an enforced limit below `rated` W (limits:
     per GPU, the soak header's power_limit_w) its samples fail too."""
+    _some_gpu(s)
     rows = throttle(s, fail)
     fails, capped = [], []
     for r in rows:
@@ -445,6 +452,7 @@ def judge_throttle(s: Series, fail: tuple = FAIL_REASONS, limits: list | None = 
 def judge_clock(s: Series, warmup: float, max_drop: float, corr: float) -> Verdict:
     """No mirrored curves after warm-up: a GPU whose SM clock falls as its temperature rises
     (r <= corr) by more than max_drop % (coolest fifth of samples vs hottest fifth)."""
+    _some_gpu(s)
     rows = clock_vs_temp(s, warmup, max_drop, corr)
     short = [r for r in rows if not r["judged"]]
     if short:
@@ -461,29 +469,35 @@ def judge_clock(s: Series, warmup: float, max_drop: float, corr: float) -> Verdi
 
 def judge_gemm(s: Series, warmup: float, minimum: float) -> Verdict:
     """Every GPU's sustained GEMM rate (mean after warm-up) >= minimum."""
+    _some_gpu(s)
     rates = gemm(s, warmup)
     fails = [f"GPU {g}: no GEMM rate measured after warm-up" if v is None else
              f"GPU {g}: {v:g} TFLOP/s < {minimum:g}" for g, v in rates.items()
              if v is None or v < minimum]
     vals = [v for v in rates.values() if v is not None]
-    return Verdict(fails, min(vals) if vals else None, {"tflops": rates, "warmup_s": warmup})
+    if not vals:  # failures alone would PASS a series of no GPU
+        raise Unjudgeable(f"no GEMM rate measured after the {warmup:g} s warm-up on any GPU")
+    return Verdict(fails, min(vals), {"tflops": rates, "warmup_s": warmup})
 
 
 def judge_straggler(s: Series, warmup: float, min_ratio: float) -> Verdict:
     """Every GPU within min_ratio of the host's median GPU (sustained GEMM rate)."""
+    _some_gpu(s)
     rates = gemm(s, warmup)
     med, slow = stragglers(rates, min_ratio)
     fails = [f"GPU {x['gpu']}: no GEMM rate measured" if x["tflops"] is None else
              f"GPU {x['gpu']}: {x['tflops']:g} TFLOP/s = {x['ratio']:g} x the host's median "
              f"{med:g}" for x in slow]
     ratios = [v / med for v in rates.values() if v is not None and med]
-    return Verdict(fails, round(min(ratios), 3) if ratios else None,
-                   {"tflops": rates, "median": med})
+    if not ratios:
+        raise Unjudgeable(f"no GEMM rate measured after the {warmup:g} s warm-up on any GPU")
+    return Verdict(fails, round(min(ratios), 3), {"tflops": rates, "median": med})
 
 
 def judge_errors(s: Series, final: dict) -> Verdict:
     """No new uncorrectable ECC error, pending row remap, XID or failed GPU load during the
     soak; new corrected ECC errors and unreadable XIDs are notes."""
+    _some_gpu(s)
     fails, notes = errors(s, final)
     return Verdict(fails, len(fails), {"xid": final.get("xid") or [],
                                        "xid_note": final.get("xid_note"),

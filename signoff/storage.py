@@ -386,8 +386,8 @@ class StorageRun:
                                timeout=self._timeout(runtime=runtime + start - time.time()))
         docs = self._each(read, self.names)
         bad = {n: e for n, e in docs.items() if isinstance(e, Exception)}
-        if bad:
-            return {"errors": bad}
+        if bad:  # with what the others read: the ERROR keeps it
+            return {"errors": bad, "docs": {n: d for n, d in docs.items() if n not in bad}}
         for n, d in docs.items():
             d["intervals"] = [[t0 - offsets[n], t1 - offsets[n], b] for t0, t1, b in d["intervals"]]
         return {"docs": docs, "offsets": offsets, "start": start}

@@ -166,3 +166,72 @@ def test_gpu_host_of_another_class_is_not_measured_at_its_sizes(tmp_path):
         assert res[crit]["status"] == "NOT RUN", res[crit]
         assert res[crit]["message"].startswith("not run: class guard of profile h200-8x-nvlink")
         assert "gpunode: 2 GPUs where 8 are expected" in res[crit]["message"]
+
+
+def test_recorded_h200_with_a_driver_below_its_branch_minimum_fails(tmp_path):
+    """Recorded 2x H200, one fault injected: driver 570.86, above the oldest branch's minimum
+    (535.309.01) yet below its own branch's 570.211.01 (clustermax table)."""
+    inv = faulty_h200(tmp_path, lambda g0, g1: None)
+    doc = tmp_path / "sysinfo.json"
+    facts = json.loads(doc.read_text())
+    facts["nvidia"]["driver"] = "570.86"
+    doc.write_text(json.dumps(facts))
+    r = run(tmp_path, inv, "acceptance/test_versions.py", "-k", "nvidia_driver_version",
+            "--lock-wait", "300")["nvidia_driver_version"]
+    assert r["status"] == "FAIL", r["message"]
+    assert "NVIDIA driver = 570.86" in r["message"]
+    assert "below branch 570's minimum 570.211.01" in r["message"]
+
+
+def test_recorded_h200_under_a100_figures_errors_on_the_missing_power_figure(tmp_path):
+    """The recorded (healthy) 2x H200 judged by the A100 profile's figures (its class made the
+    H200's): A100 has no referenced power figure, so power_limit ERRORs naming it."""
+    prof = tmp_path / "a100figures.yaml"
+    prof.write_text("extends: a100-8x-nvlink\nhardware: {gpu_model: 'NVIDIA H200', gpu_count: 2, "
+                    "nvlinks: 18, pcie_gen: 5}\n")
+    res = run(tmp_path, faulty_h200(tmp_path, lambda g0, g1: None), "acceptance/test_gpu_health.py",
+              "-k", "power_limit", "--lock-wait", "300", profile=str(prof))
+    assert res["power_limit"]["status"] == "ERROR", res["power_limit"]
+    assert "has no threshold for 'power_limit'" in res["power_limit"]["message"]
+
+
+def test_recorded_h200_whose_soak_probe_saw_no_gpu_errors_every_soak_check(tmp_path):
+    """Recorded 2x H200, one fault injected: NVML inside the soak probe sees no GPU (its header
+    lists none, its samples are empty) while sysinfo saw two. Before, soak_gemm_tflops and the
+    straggler check PASSed having measured nothing."""
+    inv = faulty_h200(tmp_path, lambda g0, g1: None)
+    stream = tmp_path / "soak.jsonl"
+    empty = {f: [] for f in ("temp", "mem_temp", "power", "sm_clock", "reasons", "util", "tflops",
+                             "ecc_corr", "ecc_unc")}
+    stream.write_text("\n".join(json.dumps(x) for x in [
+        {"type": "header", "gpus": [], "duration_s": 10, "interval_s": 1, "gpu_errors": {}},
+        *({"type": "sample", "t": float(k), **empty} for k in range(12)),
+        {"probe": "soak", "samples": 12, "gpus": [], "ecc_before": [], "ecc_after": [], "xid": [],
+         "xid_readable": True, "xid_note": "read from NVML events", "gpu_errors": {}}]) + "\n")
+    py = tmp_path / "recordedpython"
+    rest = py.read_text().split("\n", 1)[1]
+    py.write_text(f'#!/bin/bash\n[ "$1" = soak.py ] && exec cat {stream}\n{rest}')
+    res = run(tmp_path, inv, "acceptance/test_soak.py", "--soak-duration", "10s", "--lock-wait", "300")
+    soaks = {c: r for c, r in res.items() if c.startswith("soak_")}
+    assert len(soaks) == 7, sorted(soaks)
+    for crit, r in soaks.items():
+        assert r["status"] == "ERROR", (crit, r)
+        assert "the soak probe's NVML saw 0 GPU(s) where sysinfo reports 2" in r["message"], r
+
+
+def test_recorded_h200_allreduce_on_fewer_gpus_errors_keeping_its_rows(tmp_path):
+    """Recorded 2x H200 with its recorded all-reduce rows, one fault injected: the probe ran on
+    1 of the 2 GPUs (CUDA_VISIBLE_DEVICES). The check ERRORs and keeps the rows it measured."""
+    inv = faulty_h200(tmp_path, lambda g0, g1: None)
+    rec = next(r for r in json.loads(RECORDED.read_text())["results"] if r["criterion"] == "allreduce_busbw")
+    doc = tmp_path / "allreduce.json"
+    doc.write_text(json.dumps({"rows": rec["details"]["rows"], "backend": "nccl", "world_size": 1,
+                               "local_ranks": 1}))
+    py = tmp_path / "recordedpython"
+    rest = py.read_text().split("\n", 1)[1]
+    py.write_text(f'#!/bin/bash\n[ "$1" = allreduce.py ] && exec cat {doc}\n{rest}')
+    r = run(tmp_path, inv, "acceptance/test_interconnect.py", "-k", "allreduce_busbw", "--lock-wait", "300",
+            profile="h200-2x-nvlink")["allreduce_busbw"]
+    assert r["status"] == "ERROR", r
+    assert "all-reduce ran on 1 of the 2 GPUs" in r["message"]
+    assert r["details"]["rows"] == rec["details"]["rows"] and r["details"]["local_ranks"] == 1

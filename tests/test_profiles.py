@@ -238,9 +238,49 @@ def test_hopper_profiles_reject_an_old_driver(name):
     p = profiles.load(name)
     assert not p.threshold("nvidia_driver_version").ok("470.256.02")
     assert not p.threshold("nvidia_driver_version").ok("535.104.05")  # below the branch's minimum
+    assert not p.threshold("nvidia_driver_version").ok("570.86")  # above 535.309.01, below 570.211.01
     assert p.threshold("nvidia_driver_version").ok("580.159.04")  # the recorded H200 machines
     assert not p.threshold("cuda_driver_version").ok("11.8")
     assert p.threshold("cuda_driver_version").ok("13.0")
     assert (p.hardware["nvlinks"], p.hardware["pcie_gen"]) == (18, 5)
     assert p.threshold("power_limit").value == 700
     assert "8.5x" in (profiles.PROFILE_DIR / "nvidia-base.yaml").read_text()  # the aggregate's why
+
+
+@pytest.mark.parametrize("version, ok, own", [
+    ("570.86", False, "570.211.01"),  # a patch below its own branch's minimum
+    ("570.211.01", True, "570.211.01"), ("580.159.04", True, "580.159.03"),
+    ("535.309.01", True, "535.309.01"),
+    ("590.44.01", True, "580.159.03"),  # a branch newer than the table's: >= the newest minimum
+    ("550.144.03", False, None),  # an older branch the table does not list
+])
+def test_driver_is_judged_against_its_own_branch(version, ok, own):
+    """The clustermax table's minimum per branch (shared/reference/thresholds.md)."""
+    t = profiles.load("h200-1x").threshold("nvidia_driver_version")
+    assert t.extra["branches"] == ["535.309.01", "570.211.01", "580.159.03"]
+    assert t.ok(version) is ok
+    assert t.branch_minimum(version) == own
+    assert "its branch's minimum (535.309.01 / 570.211.01 / 580.159.03" in t.expected
+
+
+@pytest.mark.parametrize("body, err", [
+    ("{min: '535', branches: '535.309.01', unit: x, source: s}", "branches: expected a list"),
+    ("{min: '535', branches: [570.2], unit: x, source: s}", "branches: expected a list"),
+    ("{min: '535', branches: ['570.1', '570.2'], unit: x, source: s}", "repeats one"),
+    ("{min: '535', branches: ['470.1'], unit: x, source: s}", "470.1 is below the threshold's min 535"),
+])
+def test_driver_branches_are_validated(write_profile, tmp_path, body, err):
+    path = write_profile("br", crit("nvidia_driver_version", body))
+    with pytest.raises(InputError, match=re.escape(f"profile {path}: criteria.nvidia_driver_version")
+                       + ".*" + re.escape(err)):
+        profiles.load("br", base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("name", ["a100-8x-nvlink", "a100-8x-pcie", "l40s-8x-pcie"])
+def test_power_limit_without_a_referenced_figure_is_missing(name):
+    """A datasheet TDP is no source here (not in shared/reference nor a recorded run): the
+    check ERRORs naming the missing figure, and the profile says why it has none."""
+    with pytest.raises(InputError, match="has no threshold for 'power_limit'"):
+        profiles.load(name).threshold("power_limit")
+    text = (profiles.PROFILE_DIR / f"{name}.yaml").read_text()
+    assert "# power_limit: no figure in shared/reference" in text

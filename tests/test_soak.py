@@ -172,6 +172,21 @@ def test_warmup_is_left_out_of_the_gemm_rate():
     assert soak.gemm(s, 30) == {g: 700.0 for g in range(4)}
 
 
+def test_a_series_of_no_gpu_or_no_gemm_rate_is_unjudgeable_not_a_pass():
+    """Synthetic series: NVML in the soak probe saw no GPU (no column), or every GEMM rate is
+    missing: every judgement raises Unjudgeable (an ERROR), none returns a failure-free verdict."""
+    empty = series(n=0)
+    for judge, args in ((soak.judge_gemm, (30, 635)), (soak.judge_straggler, (30, 0.9)),
+                        (soak.judge_temperature, ("temp", 79, 30)), (soak.judge_throttle, ()),
+                        (soak.judge_clock, (30, 5, -0.5)), (soak.judge_errors, (final(),))):
+        with pytest.raises(soak.Unjudgeable, match="no GPU"):
+            judge(empty, *args)
+    no_rate = series(tflops=lambda g, t: None)
+    for judge, args in ((soak.judge_gemm, (30, 635)), (soak.judge_straggler, (30, 0.9))):
+        with pytest.raises(soak.Unjudgeable, match="no GEMM rate measured after the 30 s warm-up"):
+            judge(no_rate, *args)
+
+
 def test_new_ecc_errors_xids_and_dead_loads_fail():
     s = series(ecc_unc=lambda g, t: 1 if g == 1 and t > 40 else 0)
     v = soak.judge_errors(s, final(
