@@ -15,16 +15,11 @@ from signoff.plugin import STATE, HostView, Terminal, selected_hosts
 from signoff.profiles import matches
 from signoff.soakrun import SoakRunner
 
-# Under xdist, keep every soak test on one worker (--dist loadgroup): one soak per host.
-pytestmark = pytest.mark.xdist_group("soak")
-
 
 @pytest.fixture(scope="session")
 def soak_run(request, fleet, profile):
     """Every soaked host's soak, all started at the first soak test, in parallel."""
     config = request.config
-    if hasattr(config, "workerinput") and config.getoption("dist", "no") != "loadgroup":
-        raise InputError("soak under pytest-xdist needs --dist loadgroup (one soak per host)")
     try:
         plan = soak.plan(profile.soak, config.getoption("soak_duration"))
     except ValueError as exc:

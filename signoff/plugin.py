@@ -38,7 +38,7 @@ class State:
     measured: dict = field(default_factory=dict)
     messages: dict = field(default_factory=dict)
     duration: dict = field(default_factory=dict)
-    run_id: str = ""  # in every host's run lock (shared by xdist workers)
+    run_id: str = ""  # in every host's run lock
     interrupts: int = 0  # Ctrl-C / SIGTERM received
     stopping: bool = False  # the checks are over (or interrupted): only cleanup is left
 
@@ -156,11 +156,6 @@ def pytest_configure(config):
         raise pytest.UsageError(str(exc)) from None
     state = State(inv, prof, arg, run_id=new_run_id())
     config.stash[STATE] = state
-    if hasattr(config, "workerinput"):
-        rd = config.workerinput.get("signoff_report_dir")
-        state.report_dir = Path(rd) if rd else None
-        state.run_id = config.workerinput.get("signoff_run", state.run_id)
-        return
     if not _is_acceptance_run(config):
         return
     _refuse_xdist(config)
@@ -206,13 +201,6 @@ def _interrupt(state: State):
 def pytest_sessionfinish(session):
     if STATE in session.config.stash:
         session.config.stash[STATE].stopping = True  # teardown is cleanup: see _interrupt
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):
-    rd = node.config.stash[STATE].report_dir
-    node.workerinput["signoff_report_dir"] = str(rd) if rd else None
-    node.workerinput["signoff_run"] = node.config.stash[STATE].run_id
 
 
 def selected_hosts(session, path, tests: tuple[str, ...] = ()) -> list[str]:

@@ -4,24 +4,31 @@ in parallel; families never overlap; --max-parallel bounds the fan-out."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 
 import pytest
 from lab import Lab
+from test_lab_acceptance import ROOT, _only, accept, by_key
 
 from signoff import inventory
 from signoff.fleet import Fleet, ProbeError
 
-pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
+lab = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 N = 16
 
 
 @pytest.fixture(scope="module")
-def inv(tmp_path_factory):
+def inv_file(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lab")
     with Lab(tmp, n_hosts=N) as lab:
-        yield inventory.load(lab.write_inventory(tmp / "inv.yaml", python=sys.executable))
+        yield lab.write_inventory(tmp / "inv.yaml", python=sys.executable)
+
+
+@pytest.fixture(scope="module")
+def inv(inv_file):
+    return inventory.load(inv_file)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +59,7 @@ def phase(fleet, family: str, measure, names: list[str]) -> dict:
     return out
 
 
+@lab
 def test_sixteen_sleeping_hosts_take_one_sleep(fleet):
     names = fleet.names
     lines = []
@@ -70,6 +78,7 @@ def test_sixteen_sleeping_hosts_take_one_sleep(fleet):
     assert all(not final for _, final in lines[:-1]) and len(lines) > 1  # updated while waiting
 
 
+@lab
 def test_hung_host_costs_one_timeout_and_families_never_overlap(fleet):
     names = fleet.names[:8]
     seconds = {**dict.fromkeys(names, 2), "lab3": 600}  # lab3's probe hangs
@@ -93,6 +102,7 @@ def test_hung_host_costs_one_timeout_and_families_never_overlap(fleet):
     assert ("hang: 8/8 hosts measured, 1 errors", True) in lines
 
 
+@lab
 def test_max_parallel_bounds_the_fan_out(inv):
     fleet = Fleet(inv, max_parallel=2)
     names = fleet.names[:6]
@@ -103,3 +113,32 @@ def test_max_parallel_bounds_the_fan_out(inv):
     w = sorted(fleet.windows["bounded"].values())
     most = max(sum(s <= t < e for s, e in w) for t, _ in w)  # hosts running at each start
     assert most == 2, w
+
+
+@lab
+def test_acceptance_run_measures_the_allreduce_on_every_host_at_once(inv_file, tmp_path):
+    hosts = ["lab1", "lab2", "lab3", "lab4"]
+    # one 1 MiB size, and a floor any CPU meets: the lab's hosts share this machine's 2 cores,
+    # so four all-reduces at once each get a quarter of them (real hosts have their own GPUs)
+    prof = tmp_path / "small.yaml"
+    prof.write_text("extends: local\ncriteria:\n  allreduce_busbw: {min: 0.001, unit: GB/s, size: 1M, "
+                    "sweep: [1M, 1M], source: 'test: any CPU; the overlap is what is judged'}\n")
+    rc, res, out = accept(tmp_path, "-k", "allreduce_busbw or version_parity", "--inventory",
+                          str(_only(inv_file, hosts)), "--profile", str(prof))
+    assert rc == 0, out
+    w = {h: by_key(res)[("allreduce_busbw", h)]["details"]["measured_utc"] for h in hosts}
+    assert max(s for s, _ in w.values()) < min(e for _, e in w.values()), \
+        f"the all-reduce probes did not all run at one moment: {w}"
+    assert "interconnect: 4/4 hosts measured, 0 errors" in out
+
+
+@pytest.mark.parametrize("args, says", [
+    (["-n", "2"], "-n 2: pytest-xdist is not supported for acceptance runs"),
+    (["--dist", "load"], "--dist load: pytest-xdist is not supported for acceptance runs"),
+    (["--max-parallel", "0"], "--max-parallel 0: expected hosts > 0"),
+])
+def test_xdist_and_bad_max_parallel_are_refused_before_any_host(args, says, tmp_path):
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--report-dir", str(tmp_path),
+                        "--hosts", "node1", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 4 and says in p.stderr, p.stdout + p.stderr
+    assert not (tmp_path / "results.json").exists()
