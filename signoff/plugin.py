@@ -228,21 +228,26 @@ class Terminal:
         self.tr = config.pluginmanager.get_plugin("terminalreporter")
         self.capman = config.pluginmanager.get_plugin("capturemanager")
         self.open = False  # our progress line is the terminal's current line, unfinished
+        self.width = 0  # the current line's width when we last wrote it
         self.last = 0.0
 
     def _quiet(self):
         return self.capman.global_and_fixture_disabled() if self.capman else contextlib.nullcontext()
 
     def _ours(self) -> bool:
-        """Whether the current line is our open progress line (pytest writes set currentfspath)."""
-        return self.open and self.tr.currentfspath is None
+        """Whether the current line is still our open progress line (nothing written since)."""
+        return self.open and self.tr._tw.width_of_current_line == self.width
+
+    def _fresh_line(self) -> None:
+        self.tr.ensure_newline()
+        if self.tr._tw.width_of_current_line:  # pytest's dots (-q) or our open line
+            self.tr.line("")
 
     def say(self, line: str) -> None:
         if self.tr is None:
             return
         with self._quiet():
-            if self._ours():
-                self.tr.line("")
+            self._fresh_line()
             self.open = False
             self.tr.write_line(line)
 
@@ -256,11 +261,11 @@ class Terminal:
             return
         with self._quiet():
             if not self._ours():
-                self.tr.ensure_newline()
+                self._fresh_line()
             self.tr.rewrite(line, erase=True)
             if final:
                 self.tr.line("")
-            self.open = not final
+            self.open, self.width = not final, self.tr._tw.width_of_current_line
 
 
 def host_pairs(config) -> list[tuple[str, str]]:
