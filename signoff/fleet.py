@@ -387,6 +387,8 @@ class Fleet:
                 self._say(family, final=True)
 
     def _say(self, family: str, final: bool) -> None:
+        if not self.progress or (final and family in self._said):
+            return  # said: every later check of the family costs nothing here
         futures = list(self._families[family].values())
         done = [f for f in futures if f.done()]
         if not self.progress or (final and (len(done) < len(futures) or family in self._said)):

@@ -203,18 +203,25 @@ def pytest_sessionfinish(session):
         session.config.stash[STATE].stopping = True  # teardown is cleanup: see _interrupt
 
 
+SELECTED = pytest.StashKey[dict]()
+
+
 def selected_hosts(session, path, tests: tuple[str, ...] = ()) -> list[str]:
     """The hosts that have a selected check in test file `path` (-k may select a few), of the
     test functions named in `tests` if given: the hosts a family measures at once."""
-    here = Path(path).resolve()
-    names = []
-    for item in session.items:
-        spec = getattr(item, "callspec", None)
-        if Path(item.path).resolve() == here and spec and "host" in spec.params and \
-                (not tests or getattr(item, "originalname", item.name) in tests):
-            if spec.params["host"] not in names:
-                names.append(spec.params["host"])
-    return names
+    cache = session.stash.setdefault(SELECTED, {})  # each check asks: once per run, not per check
+    key = (str(path), tests)
+    if key not in cache:
+        here = Path(path).resolve()
+        names: dict[str, None] = {}
+        for item in session.items:
+            spec = getattr(item, "callspec", None)
+            if spec and "host" in spec.params and spec.params["host"] not in names and \
+                    (not tests or getattr(item, "originalname", item.name) in tests) and \
+                    Path(item.path).resolve() == here:
+                names[spec.params["host"]] = None
+        cache[key] = list(names)
+    return cache[key]
 
 
 class Terminal:
