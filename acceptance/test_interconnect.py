@@ -3,14 +3,15 @@
 import pytest
 
 from signoff import diagnose, plots
-from signoff.check import not_applicable
+from signoff.check import class_guard, not_applicable
 from signoff.fleet import ProbeError
+from signoff.plugin import HostView, selected_hosts
 from signoff.profiles import parse_size
 
 RULE = "signoff acceptance rule"
 
 
-def allreduce(host, profile, devices, check) -> dict:
+def allreduce_doc(host, profile, devices) -> dict:
     if len(devices) == 1:
         not_applicable(f"{host} has one GPU: an all-reduce needs two")
     t = profile.threshold("allreduce_busbw")
@@ -19,15 +20,10 @@ def allreduce(host, profile, devices, check) -> dict:
     doc = host.cached_probe("allreduce", "--min-bytes", lo, "--max-bytes", hi, env=env)
     if "error" in doc:
         raise ProbeError(f"{host}: all-reduce probe failed: {doc['error']}")
-    if devices and doc["local_ranks"] != len(devices):
-        check.record(None, unit="GB/s", details={  # what it measured on fewer GPUs, kept
-            "rows": doc.get("rows"), "local_ranks": doc["local_ranks"], "backend": doc.get("backend")})
-        raise ProbeError(f"{host}: all-reduce ran on {doc['local_ranks']} of the {len(devices)} GPUs "
-                         f"NVML reports (CUDA_VISIBLE_DEVICES or a GPU torch cannot use)")
-    return doc
+    return doc  # fewer ranks than GPUs is judged by allreduce(), where its rows are recorded
 
 
-def p2p(host, gpus) -> dict:
+def p2p_doc(host, gpus) -> dict:
     if len(gpus) < 2:
         not_applicable(f"{host} has {len(gpus)} GPU(s): no pair to measure")
     doc = host.cached_probe("p2p")
@@ -37,8 +33,47 @@ def p2p(host, gpus) -> dict:
     return doc
 
 
-def test_allreduce_busbw(host, profile, devices, check, attach):
-    doc = allreduce(host, profile, devices, check)
+# Each measurement's family, the checks whose hosts it measures at once, and its probe on one
+# host with the gates its checks' fixtures apply (devices, of_class, gpus): a host whose
+# checks stop at a gate is not measured (what the gate raised is kept, never used).
+MEASURES = {
+    "allreduce": ("interconnect", ("test_allreduce_busbw", "test_allreduce_correct", "test_nccl_transport"),
+                  lambda v, prof: class_guard(prof, [v]) or allreduce_doc(v, prof, collective_devices(v))),
+    "p2p": ("interconnect p2p", ("test_p2p_bandwidth", "test_p2p_uniformity"),
+            lambda v, prof: class_guard(prof, [v]) or p2p_doc(v, v.gpus)),
+    "topology": ("interconnect topology", ("test_gpu_topology",),
+                 lambda v, prof: v.cached_probe("p2p", "--no-bandwidth") if len(v.gpus) > 1 else None),
+}
+
+
+@pytest.fixture(scope="session")
+def measure(request, fleet, profile):
+    """measure(what, host): the host's document of MEASURES[what], measured on every host with
+    a selected check of it at once, the first time any check asks (Fleet.measured)."""
+    def get(what: str, host) -> dict:
+        family, tests, probe = MEASURES[what]
+        return fleet.measured(family, host.name,
+                              lambda n: probe(HostView(n, fleet.facts(n), fleet.sessions[n]), profile),
+                              selected_hosts(request.session, __file__, tests))
+    return get
+
+
+def allreduce(host, measure, devices, check) -> dict:
+    doc = measure("allreduce", host)
+    if devices and doc["local_ranks"] != len(devices):
+        check.record(None, unit="GB/s", details={  # what it measured on fewer GPUs, kept
+            "rows": doc.get("rows"), "local_ranks": doc["local_ranks"], "backend": doc.get("backend")})
+        raise ProbeError(f"{host}: all-reduce ran on {doc['local_ranks']} of the {len(devices)} GPUs "
+                         f"NVML reports (CUDA_VISIBLE_DEVICES or a GPU torch cannot use)")
+    return doc
+
+
+def p2p(host, measure) -> dict:
+    return measure("p2p", host)
+
+
+def test_allreduce_busbw(host, profile, devices, check, attach, measure, fleet):
+    doc = allreduce(host, measure, devices, check)
     t = profile.threshold("allreduce_busbw")
     ref = parse_size(t.extra["size"])
     row = next(r for r in doc["rows"] if r["bytes"] == ref)
@@ -46,18 +81,19 @@ def test_allreduce_busbw(host, profile, devices, check, attach):
     attach("html", table(doc), "all-reduce table")
     cause = ""
     if not t.ok(row["busbw"]):
-        pairs = p2p(host, devices) if devices else None
+        pairs = p2p(host, measure) if devices else None
         cause = "; ".join(diagnose.interconnect(devices, doc, pairs,
                                                 cpu_count=host.facts.get("cpu_count"))) or \
             "nothing abnormal found in links, transport or pairs"
     check.expect(row["busbw"], t, f"all-reduce busbw at {t.extra['size']} "
                  f"({doc['world_size']} ranks, {doc['backend']})", cause=cause,
                  details={"rows": doc["rows"], "backend": doc["backend"],
-                          "graphs": doc.get("graphs"), "nccl": doc.get("nccl")})
+                          "graphs": doc.get("graphs"), "nccl": doc.get("nccl"),
+                          "measured_utc": fleet.windows["interconnect"].get(host.name)})
 
 
-def test_allreduce_correct(host, profile, devices, check):
-    doc = allreduce(host, profile, devices, check)
+def test_allreduce_correct(host, devices, check, measure):
+    doc = allreduce(host, measure, devices, check)
     wrong = [f"wrong sum at {plots.human_bytes(r['bytes'])}" for r in doc["rows"] if not r["correct"]]
     check.require(wrong, f"{len(doc['rows']) - len(wrong)}/{len(doc['rows'])} sizes correct",
                   "every all-reduce returns the exact sum", RULE,
@@ -65,8 +101,8 @@ def test_allreduce_correct(host, profile, devices, check):
 
 
 @pytest.mark.usefixtures("of_class")
-def test_p2p_bandwidth(host, gpus, profile, check, attach):
-    doc = p2p(host, gpus)
+def test_p2p_bandwidth(host, gpus, profile, check, attach, measure):
+    doc = p2p(host, measure)
     uni, bi = doc["unidirectional"], doc["bidirectional"]
     check.record(min(uni.values()), unit="GB/s", details={"unidirectional": uni, "bidirectional": bi})
     t = profile.threshold("p2p_bandwidth")  # measured first: a missing threshold loses nothing
@@ -84,8 +120,8 @@ def test_p2p_bandwidth(host, gpus, profile, check, attach):
 
 
 @pytest.mark.usefixtures("of_class")
-def test_p2p_uniformity(host, gpus, profile, check):
-    doc = p2p(host, gpus)
+def test_p2p_uniformity(host, gpus, profile, check, measure):
+    doc = p2p(host, measure)
     t = profile.threshold("p2p_uniformity")
     slow = diagnose.slow_pairs(doc, t.value)
     uni = doc["unidirectional"]
@@ -95,8 +131,8 @@ def test_p2p_uniformity(host, gpus, profile, check):
                   details={"unidirectional": uni})
 
 
-def test_gpu_topology(host, gpus, profile, check, attach):
-    doc = host.cached_probe("p2p", "--no-bandwidth") if len(gpus) > 1 else None
+def test_gpu_topology(host, gpus, profile, check, attach, measure):
+    doc = measure("topology", host) if len(gpus) > 1 else None
     if doc is None:
         not_applicable(f"{host} has one GPU")
     topo = doc["topology"]
@@ -114,8 +150,8 @@ def test_gpu_topology(host, gpus, profile, check, attach):
                   details={"paths": topo["paths"], "affinity": numa})
 
 
-def test_nccl_transport(host, profile, devices, check):
-    doc = allreduce(host, profile, devices, check)
+def test_nccl_transport(host, devices, check, measure):
+    doc = allreduce(host, measure, devices, check)
     if doc["backend"] != "nccl":
         not_applicable(f"{host} runs the all-reduce on gloo (no GPU): NCCL transport does not apply")
     nvlink = any(g["nvlink"]["links"] for g in devices)
@@ -149,6 +185,10 @@ def table(doc: dict) -> str:
 def devices(host, profile, of_class):
     """GPUs to run collectives on; [] on a CPU-only host under a profile that allows it (gloo).
     A host not of the profile's class (a GPU-less one under a GPU profile) is NOT RUN (of_class)."""
+    return collective_devices(host)
+
+
+def collective_devices(host) -> list[dict]:
     if host.gpus:
         return host.gpus
     if host.hidden_gpus:

@@ -4,55 +4,22 @@ The rules are in signoff/soak.py and docs/soak.md."""
 
 from __future__ import annotations
 
-import contextlib
 from html import escape
-from pathlib import Path
 
 import pytest
 
 from signoff import InputError, soak, soakplots
 from signoff.check import class_guard, not_applicable
 from signoff.fleet import ProbeError
-from signoff.plugin import STATE, HostView
+from signoff.plugin import STATE, HostView, Terminal, selected_hosts
 from signoff.profiles import matches
 from signoff.soakrun import SoakRunner
-
-# Under xdist, keep every soak test on one worker (--dist loadgroup): one soak per host.
-pytestmark = pytest.mark.xdist_group("soak")
-
-
-def _soak_hosts(session) -> list[str]:
-    """The hosts that have a soak test in this run (-k may select a few)."""
-    here = Path(__file__).resolve()
-    names = []
-    for item in session.items:
-        spec = getattr(item, "callspec", None)
-        if Path(item.path).resolve() == here and spec and "host" in spec.params:
-            if spec.params["host"] not in names:
-                names.append(spec.params["host"])
-    return names
-
-
-def _say(config):
-    """Progress lines on the terminal while the tests wait (capture suspended for them)."""
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-    capman = config.pluginmanager.get_plugin("capturemanager")
-
-    def say(line: str) -> None:
-        if tr is None:
-            return
-        ctx = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
-        with ctx:
-            tr.write_line(line)
-    return say
 
 
 @pytest.fixture(scope="session")
 def soak_run(request, fleet, profile):
     """Every soaked host's soak, all started at the first soak test, in parallel."""
     config = request.config
-    if hasattr(config, "workerinput") and config.getoption("dist", "no") != "loadgroup":
-        raise InputError("soak under pytest-xdist needs --dist loadgroup (one soak per host)")
     try:
         plan = soak.plan(profile.soak, config.getoption("soak_duration"))
     except ValueError as exc:
@@ -60,12 +27,13 @@ def soak_run(request, fleet, profile):
     state = config.stash[STATE]
     runner = SoakRunner(fleet, plan, state.report_dir, state.results,
                         startup_s=config.getoption("probe_timeout"))
-    runner.say = _say(config)
+    runner.say = Terminal(config).say
     facts = fleet.all_facts()
-    views = [HostView(n, facts[n], None) for n in _soak_hosts(request.session)
+    views = [HostView(n, facts[n], None) for n in selected_hosts(request.session, __file__)
              if isinstance(facts.get(n), dict)]
     # a host that fails the class guard is not soaked (its tests are NOT RUN, naming the guard)
     runner.profile = profile
+    fleet.settle()  # the per-host measurements have ended: they would distort the soak
     runner.start([v.name for v in views if v.gpus and not matches(profile, v.hardware)])
     if plan["notes"]:
         runner.say("soak: " + "; ".join(plan["notes"]))

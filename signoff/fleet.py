@@ -11,7 +11,7 @@ import shlex
 import socket
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +23,9 @@ PROBE_DIR = Path(__file__).resolve().parent / "probes"
 # The end of a run (or Ctrl-C) waits this long for each cleanup phase of all hosts at once;
 # a host that has not answered by then is named with what it keeps, not waited for.
 CLEANUP_S = 10
+# Hosts measured at once (--max-parallel): 1,000 hosts in one wave, a thread each.
+MAX_PARALLEL = 1024
+PROGRESS_S = 1.0  # how often a waiting check updates the progress line
 
 
 def bounded(fn, items: list, seconds: float = CLEANUP_S) -> list:
@@ -275,7 +278,8 @@ class Fleet:
 
     def __init__(self, inventory: Inventory, accept_new_host_keys: bool = False,
                  connect_timeout: float = 10, probe_timeout: float = 180, on_facts=None,
-                 on_note=None, run: str | None = None, lock_wait: float = 0):
+                 on_note=None, run: str | None = None, lock_wait: float = 0,
+                 max_parallel: int = MAX_PARALLEL):
         self.inventory = inventory
         self.run = run or new_run_id()
         ctl = socket.gethostname()
@@ -289,8 +293,15 @@ class Fleet:
         }
         self.probe_timeout = probe_timeout
         self.on_facts, self.on_note = on_facts, on_note
-        self._pool = ThreadPoolExecutor(max_workers=min(64, len(self.sessions)) or 1)
+        self.max_parallel = max_parallel
+        self._pool = ThreadPoolExecutor(max_workers=min(max_parallel, len(self.sessions)) or 1)
         self._facts: dict[str, Future] = {}
+        self._families: dict[str, dict[str, Future]] = {}  # measured(): family -> host -> result
+        self._family_pool: ThreadPoolExecutor | None = None
+        self._family_lock = threading.Lock()
+        self._said: set[str] = set()  # families whose final progress line was given
+        self.windows: dict[str, dict[str, tuple[str, str]]] = {}  # family -> host -> (start, end) UTC
+        self.progress = None  # progress(line, final): "interconnect: 3/4 hosts measured, 1 errors"
         self.notes: dict[str, dict[str, list[str]]] = {}
 
     def note(self, section: str, name: str, what: str) -> None:
@@ -339,15 +350,85 @@ class Fleet:
                 out[name] = exc
         return out
 
+    def measured(self, family: str, name: str, measure, hosts):
+        """measure(name): host `name`'s measurement of `family`, measured on every host at once.
+
+        The first call of a family first waits for every other family's measurements to end
+        (families never overlap on a host: an all-reduce would distort a storage read), then
+        starts measure(h) for every h in `hosts` (those with a selected check of the family:
+        signoff.plugin.selected_hosts), at most max_parallel at once. Each call waits for its own
+        host only; what measure(h) raised (HostUnreachable, ProbeError, a pytest outcome) is
+        raised again for h's checks alone, and never measured twice. A host not in `hosts` is
+        measured on demand. While it waits, self.progress(line, final) gets the phase's
+        "interconnect: 812/1000 hosts measured, 3 errors". A family that must run two probes in
+        sequence on one host does both in one measure(), or uses two families ("interconnect",
+        "interconnect p2p"). Outside pytest (bench/scale.py): fleet.measured("sleep", h, fn, names)
+        for each h, with fleet.progress = lambda line, final: print(line)."""
+        with self._family_lock:
+            futures = self._families.get(family)
+            if futures is None or name not in futures:
+                self.settle(but=family)
+                if self._family_pool is None:
+                    self._family_pool = ThreadPoolExecutor(self.max_parallel, "measure")
+                futures = self._families.setdefault(family, {})
+                self._said.discard(family)
+                for h in dict.fromkeys([*hosts, name]):
+                    if h not in futures:
+                        futures[h] = self._family_pool.submit(self._timed, family, h, measure)
+        fut = futures[name]
+        while not wait([fut], PROGRESS_S if self.progress else None)[0]:
+            self._say(family, final=False)
+        self._say(family, final=True)
+        return fut.result()
+
+    def _timed(self, family: str, name: str, measure):
+        """measure(name), its start and end (UTC) kept in windows: proof of the overlap."""
+        start = utc_now()
+        try:
+            return measure(name)
+        finally:
+            self.windows.setdefault(family, {})[name] = (start, utc_now())
+
+    def settle(self, but: str | None = None) -> None:
+        """Wait until every family's measurements (but `but`'s) have ended: call before loading
+        hosts some other way (a soak, an aggregate read, the host pairs)."""
+        for family, futures in list(self._families.items()):
+            pending = [f for f in futures.values() if not f.done()]
+            while family != but and pending:
+                pending = list(wait(pending, PROGRESS_S if self.progress else None,
+                                    FIRST_COMPLETED)[1])
+                self._say(family, final=False)
+            if family != but:
+                self._say(family, final=True)
+
+    def _say(self, family: str, final: bool) -> None:
+        if not self.progress or (final and family in self._said):
+            return  # said: every later check of the family costs nothing here
+        futures = list(self._families[family].values())
+        done = [f for f in futures if f.done()]
+        if not self.progress or (final and (len(done) < len(futures) or family in self._said)):
+            return
+        if final:
+            self._said.add(family)
+        errors = sum(isinstance(f.exception(), (HostUnreachable, ProbeError)) for f in done
+                     if not f.cancelled())
+        self.progress(f"{family}: {len(done)}/{len(futures)} hosts measured, {errors} errors", final)
+
     def close(self) -> None:
         """Clean every host at once, CLEANUP_S at most; what stays is noted (left_behind)."""
         # Don't wait for probes still running (Ctrl-C, a hung host): cleanup kills them.
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._family_pool:
+            self._family_pool.shutdown(wait=False, cancel_futures=True)
         for s in bounded(HostSession.cleanup, list(self.sessions.values())):
             for what in s.left_behind():
                 self.note("left_behind", s.host.name, f"{what}: no answer to the cleanup within "
                                                       f"{CLEANUP_S} s")
             s.t.close()  # ends the threads still waiting on that host
+
+
+def utc_now() -> str:
+    return f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%S.%fZ}"
 
 
 def new_run_id() -> str:

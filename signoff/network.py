@@ -136,6 +136,7 @@ class Network:
     def pair(self, a: str, b: str, pairs: list, streams: int, duration: int, tool: str) -> dict:
         if self._pairs is None:
             self._pairs = {}
+            self.fleet.settle()  # no per-host measurement still running beside the pairs
             for rnd in rounds(pairs):
                 with threads(len(rnd)) as pool:
                     done = pool.map(lambda p: self._measure(*p, streams, duration, tool), rnd)
@@ -209,6 +210,7 @@ class Network:
             return self._collective[key]
         master = self.address(names[0])
         port = str(self.port + 1)
+        self.fleet.settle()
         outcome: dict = {}
 
         def one(rank_name):

@@ -3,9 +3,11 @@ results.json, and the report sections."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -15,7 +17,7 @@ import pytest
 
 from signoff import InputError, inventory, junit, profiles, report, sheet
 from signoff.check import NA_PREFIX, Check
-from signoff.fleet import CLEANUP_S, Fleet, HostSession, ProbeError, new_run_id
+from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, new_run_id
 from signoff.network import Network, all_pairs, pair_id, ring_pairs
 from signoff.results import ALL, Results, not_reported, split_nodeid, worse
 from signoff.soak import duration_arg
@@ -36,7 +38,7 @@ class State:
     measured: dict = field(default_factory=dict)
     messages: dict = field(default_factory=dict)
     duration: dict = field(default_factory=dict)
-    run_id: str = ""  # in every host's run lock (shared by xdist workers)
+    run_id: str = ""  # in every host's run lock
     interrupts: int = 0  # Ctrl-C / SIGTERM received
     stopping: bool = False  # the checks are over (or interrupted): only cleanup is left
 
@@ -79,6 +81,8 @@ def pytest_addoption(parser):
                 help="first TCP port the network probes listen on (bound to the data interface)")
     g.addoption("--collective-timeout", type=int, default=600,
                 help="multi-node all-reduce: rendezvous/collective timeout, s (ranks killed after)")
+    g.addoption("--max-parallel", type=int, default=MAX_PARALLEL,
+                help=f"hosts measured at once in each measuring phase (default {MAX_PARALLEL})")
     g.addoption("--lock-wait", type=float, default=0,
                 help="wait this long (s) for another signoff run's lock on a host; default 0: "
                      "refuse the host (its checks ERROR, naming the other run)")
@@ -106,11 +110,26 @@ def _check_options(config) -> None:
     port = config.getoption("net_port")
     if not 1024 <= port <= 65533:
         raise InputError(f"--net-port {port}: expected 1024-65533 (the probes use it and the next one)")
+    if config.getoption("max_parallel") <= 0:
+        raise InputError(f"--max-parallel {config.getoption('max_parallel')}: expected hosts > 0")
     if config.getoption("lock_wait") < 0:
         raise InputError(f"--lock-wait {config.getoption('lock_wait')}: expected seconds >= 0")
     for opt in ("connect_timeout", "probe_timeout", "collective_timeout"):
         if config.getoption(opt) <= 0:
             raise InputError(f"--{opt.replace('_', '-')} {config.getoption(opt)}: expected seconds > 0")
+
+
+def _refuse_xdist(config) -> None:
+    """Each xdist worker would build its own fleet and measure every family again, its own
+    phase beside the others' (an all-reduce beside a storage read): one process measures all
+    hosts at once already, so workers buy nothing."""
+    for opt, flag, off in (("numprocesses", "-n", None), ("dist", "--dist", "no")):
+        val = config.getoption(opt, off)
+        if val not in (off, 0):
+            raise pytest.UsageError(
+                f"{flag} {val}: pytest-xdist is not supported for acceptance runs: signoff measures "
+                f"every host at once in one process (--max-parallel); workers would each measure "
+                f"again, beside one another. Run without {flag}.")
 
 
 def _load_inventory(config) -> inventory.Inventory:
@@ -137,13 +156,9 @@ def pytest_configure(config):
         raise pytest.UsageError(str(exc)) from None
     state = State(inv, prof, arg, run_id=new_run_id())
     config.stash[STATE] = state
-    if hasattr(config, "workerinput"):
-        rd = config.workerinput.get("signoff_report_dir")
-        state.report_dir = Path(rd) if rd else None
-        state.run_id = config.workerinput.get("signoff_run", state.run_id)
-        return
     if not _is_acceptance_run(config):
         return
+    _refuse_xdist(config)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     rd = Path(config.getoption("report_dir") or ROOT / "reports" / stamp)
     try:
@@ -188,11 +203,76 @@ def pytest_sessionfinish(session):
         session.config.stash[STATE].stopping = True  # teardown is cleanup: see _interrupt
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):
-    rd = node.config.stash[STATE].report_dir
-    node.workerinput["signoff_report_dir"] = str(rd) if rd else None
-    node.workerinput["signoff_run"] = node.config.stash[STATE].run_id
+SELECTED = pytest.StashKey[dict]()
+
+
+def selected_hosts(session, path, tests: tuple[str, ...] = ()) -> list[str]:
+    """The hosts that have a selected check in test file `path` (-k may select a few), of the
+    test functions named in `tests` if given: the hosts a family measures at once."""
+    cache = session.stash.setdefault(SELECTED, {})  # each check asks: once per run, not per check
+    key = (str(path), tests)
+    if key not in cache:
+        here = Path(path).resolve()
+        names: dict[str, None] = {}
+        for item in session.items:
+            spec = getattr(item, "callspec", None)
+            if spec and "host" in spec.params and spec.params["host"] not in names and \
+                    (not tests or getattr(item, "originalname", item.name) in tests) and \
+                    Path(item.path).resolve() == here:
+                names[spec.params["host"]] = None
+        cache[key] = list(names)
+    return cache[key]
+
+
+class Terminal:
+    """Lines on the terminal while the checks wait (capture suspended for them): say(line),
+    and progress(line, final): one line updated in place on a terminal; on a non-tty (a log)
+    a line every PROGRESS_EVERY_S at most, and the final one."""
+
+    PROGRESS_EVERY_S = 5.0
+
+    def __init__(self, config):
+        self.tr = config.pluginmanager.get_plugin("terminalreporter")
+        self.capman = config.pluginmanager.get_plugin("capturemanager")
+        self.open = False  # our progress line is the terminal's current line, unfinished
+        self.width = 0  # the current line's width when we last wrote it
+        self.last = 0.0
+
+    def _quiet(self):
+        return self.capman.global_and_fixture_disabled() if self.capman else contextlib.nullcontext()
+
+    def _ours(self) -> bool:
+        """Whether the current line is still our open progress line (nothing written since)."""
+        return self.open and self.tr._tw.width_of_current_line == self.width
+
+    def _fresh_line(self) -> None:
+        self.tr.ensure_newline()
+        if self.tr._tw.width_of_current_line:  # pytest's dots (-q) or our open line
+            self.tr.line("")
+
+    def say(self, line: str) -> None:
+        if self.tr is None:
+            return
+        with self._quiet():
+            self._fresh_line()
+            self.open = False
+            self.tr.write_line(line)
+
+    def progress(self, line: str, final: bool) -> None:
+        if self.tr is None:
+            return
+        if not self.tr.isatty():
+            if final or time.monotonic() - self.last >= self.PROGRESS_EVERY_S:
+                self.last = time.monotonic()
+                self.say(line)
+            return
+        with self._quiet():
+            if not self._ours():
+                self._fresh_line()
+            self.tr.rewrite(line, erase=True)
+            if final:
+                self.tr.line("")
+            self.open, self.width = not final, self.tr._tw.width_of_current_line
 
 
 def host_pairs(config) -> list[tuple[str, str]]:
@@ -275,7 +355,9 @@ def fleet(pytestconfig):
     f = Fleet(state.inventory, pytestconfig.getoption("accept_new_host_keys"),
               pytestconfig.getoption("connect_timeout"), pytestconfig.getoption("probe_timeout"),
               on_facts=_on_facts(state), on_note=_on_note(state), run=state.run_id,
-              lock_wait=pytestconfig.getoption("lock_wait"))
+              lock_wait=pytestconfig.getoption("lock_wait"),
+              max_parallel=pytestconfig.getoption("max_parallel"))
+    f.progress = Terminal(pytestconfig).progress
     f.start()
     yield f
     state.stopping = True
