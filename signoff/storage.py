@@ -30,6 +30,9 @@ KNOBS = {
 }
 PER = ("cluster", "node", "gpu")
 MIN_OVERLAP = 0.5  # the hosts' reads must overlap for at least half of a host's read time
+# Threads waiting on remote commands at once (not a cap on the hosts: past it they queue), a
+# generous default where the fleet has no --max-parallel of its own: 1,000 hosts in one wave.
+MAX_PARALLEL = 1024
 
 
 def check_extra(name: str, extra: dict, where: str) -> None:
@@ -265,7 +268,8 @@ class StorageRun:
         Always in threads: Ctrl-C then stops the wait at once (invoke, in the main thread,
         would only forward it to the remote command and keep waiting)."""
         out: dict = {}
-        pool = ThreadPoolExecutor(max_workers=min(256, max(1, len(names))))
+        cap = getattr(self.fleet, "max_parallel", None) or MAX_PARALLEL
+        pool = ThreadPoolExecutor(max_workers=min(cap, max(1, len(names))))
         try:
             futs = {n: pool.submit(fn, n) for n in names}
             for n, f in futs.items():

@@ -129,6 +129,20 @@ def test_path_comes_from_the_option_then_the_inventory_then_the_temp_dir(tmp_pat
             inventory.load(inv)
 
 
+def test_every_host_of_a_large_fleet_is_asked_at_once():
+    """The storage pool is not capped at 256 hosts: 300 hosts' commands are all in flight
+    together (each waits for all others), so a second wave would never start its part."""
+    import threading
+    from types import SimpleNamespace
+
+    names = [f"node{i:03d}" for i in range(300)]
+    fleet = SimpleNamespace(names=names, probe_timeout=1, sessions={})
+    run = storage.StorageRun(fleet, profiles.load("local"), None, False)
+    together = threading.Barrier(len(names), timeout=20)
+    got = run._each(lambda n: together.wait() >= 0, names)
+    assert got == dict.fromkeys(names, True)
+
+
 def test_min_free_option_is_checked():
     assert storage.min_free("10%") == "10%" and storage.min_free("50G") == "50G"
     with pytest.raises(InputError, match="--storage-min-free"):
