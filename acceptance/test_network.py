@@ -48,7 +48,8 @@ def test_net_pair_bandwidth(pair, pairs, network, profile, check):
         raise ProbeError(f"profile {t.profile}: criteria.net_pair_bandwidth.unit {t.unit!r}: "
                          f"expected 'x line rate' or 'Gb/s'")
     try:
-        res = network.pair(*pair, pairs, t.extra.get("streams", 4), t.extra.get("duration", 5),
+        res = network.pair(*pair, pairs, t.extra.get("streams", 4),
+                           t.extra.get("duration", net.PAIR_DURATION_S),
                            t.extra.get("tool", "auto"))
     except ProbeError as exc:
         check.record(None, t.expected, t.unit, t.source, details={"stderr": exc.stderr} if exc.stderr else {})

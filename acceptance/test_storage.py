@@ -5,6 +5,7 @@ removed at the end, also after a failure or Ctrl-C; --storage-readonly writes no
 import pytest
 
 from signoff import storage
+from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 
 
@@ -17,12 +18,24 @@ def node(host, of_class):
 
 @pytest.fixture(scope="module")
 def store(pytestconfig, fleet, profile):
+    fleet.settle()  # no other family's probes beside the reads
     run = storage.StorageRun(fleet, profile, pytestconfig.getoption("storage_path"),
                              pytestconfig.getoption("storage_readonly"),
                              pytestconfig.getoption("storage_tool"),
                              pytestconfig.getoption("storage_min_free"))
     yield run
     run.close()
+
+
+def alone(store, host, workload, t, check):
+    """This host's alone read; N.A. for a host of a shared filesystem outside the sample
+    (never a PASS unmeasured): which hosts were read alone, and why, in its details."""
+    try:
+        return store.read(host.name, workload)
+    except storage.NotReadAlone as exc:
+        check.record(None, t.expected, t.unit, t.source, {"read": str(exc),
+                                                         **store.alone(workload)["plan"]})
+        not_applicable(str(exc))
 
 
 def judge(host, doc, t, what, check, attach):
@@ -33,7 +46,8 @@ def judge(host, doc, t, what, check, attach):
         "tool": f"{doc['tool']} ({doc['tool_version']})", "parameters": doc["params"],
         "path": f"{doc['path']}{' (read-only)' if doc['readonly'] else ''}",
         "filesystem": storage.storage_kind(doc["fs"]), "page cache": doc["cache"],
-        "files": f"{doc['files']} ({doc['bytes_per_pass']} bytes per pass)"}), what)
+        "files": f"{doc['files']} ({doc['bytes_per_pass']} bytes per pass)",
+        "read": doc.get("read", "alone")}), what)
     if not doc["cache"]["defeated"]:
         check.record(gbps, t.expected, t.unit, t.source, storage.details(doc))
         raise ProbeError(f"{host}: {what} of {doc['path']} = {gbps} GB/s is not a storage "
@@ -44,12 +58,12 @@ def judge(host, doc, t, what, check, attach):
 
 def test_storage_read_seq(node, store, profile, check, attach):
     t = profile.threshold("storage_read_seq")
-    judge(node, store.read(node.name, "seq"), t, "sequential read", check, attach)
+    judge(node, alone(store, node, "seq", t, check), t, "sequential read", check, attach)
 
 
 def test_storage_read_small(node, store, profile, check, attach):
     t = profile.threshold("storage_read_small")
-    judge(node, store.read(node.name, "small"), t, "small-file read", check, attach)
+    judge(node, alone(store, node, "small", t, check), t, "small-file read", check, attach)
 
 
 def test_storage_read_aggregate(store, profile, fleet, check, attach):
@@ -62,7 +76,7 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
         if odd:
             pytest.fail(f"all hosts: {', '.join(odd)} without NVIDIA GPU; profile {profile.name} "
                         f"expects {profile.describe_class()}: storage not measured", pytrace=False)
-    got = store.read_all("seq", storage.knobs(t)["runtime"])
+    got = store.aggregate()
     if "errors" in got:  # what the other hosts read is kept with the ERROR
         check.record(None, t.expected, t.unit, t.source, {
             "errors": {n: str(e) for n, e in got["errors"].items()},
@@ -71,7 +85,7 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
         raise ProbeError("all hosts: the aggregate read needs every host: "
                          + "; ".join(str(e) for e in got["errors"].values()))
     docs = got["docs"]
-    ov = storage.overlap({n: d["intervals"] for n, d in docs.items()})
+    ov = got["overlap"]
     gpus = sum(len(f["nvidia"].get("gpus", [])) for f in facts.values()
                if isinstance(f, dict) and f.get("nvidia", {}).get("available"))
     limit = storage.scaled(t, len(docs), gpus)
@@ -82,11 +96,16 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
             "per_host_in_window": shares, "clock_offsets_s": {n: round(o, 4) for n, o in
                                                               got["offsets"].items()},
             "per_host": {n: {**storage.details(d), "gbps": d["gbps"], "spans": ov["spans"][n]}
-                         for n, d in docs.items()}}
+                         for n, d in docs.items()},
+            # which hosts the seq / small checks read alone, which at once, and why
+            "alone_reads": store.plans()}
     attach("html", storage.html_table({
         "aggregate": f"{measured} GB/s over {ov['seconds']:.2f} s with {len(docs)} hosts reading",
         "per host (GB/s in the window)": shares, "measured with": storage.describe(d0),
-        "path": d0["path"], "filesystem": storage.storage_kind(d0["fs"])}), "aggregate read")
+        "path": d0["path"], "filesystem": storage.storage_kind(d0["fs"]),
+        **{f"{w} read alone": f"{', '.join(p['read_alone']) or 'none'}; at once (own disks): "
+                              f"{', '.join(p['at_once']) or 'none'}"
+           for w, p in info["alone_reads"].items()}}), "aggregate read")
     if ov["coverage"] < storage.MIN_OVERLAP:
         check.record(measured, limit.expected, limit.unit, limit.source, info)
         raise ProbeError(f"all hosts: the reads overlapped for {ov['seconds']:.2f} s only "

@@ -20,19 +20,43 @@ def ring_pairs(names: list[str]) -> list[tuple[str, str]]:
 
 
 def all_pairs(names: list[str]) -> list[tuple[str, str]]:
-    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    """Every pair once, listed round by round (the circle method of a round-robin
+    tournament), so that rounds() packs them into N-1 rounds (N even) or N (N odd)."""
+    slots: list = list(range(len(names))) + ([None] if len(names) % 2 else [])
+    out = []
+    for _ in range(len(slots) - 1):
+        for i in range(len(slots) // 2):
+            a, b = slots[i], slots[-1 - i]
+            if a is not None and b is not None:
+                out.append((names[min(a, b)], names[max(a, b)]))
+        slots = [slots[0], slots[-1], *slots[1:-1]]
+    return out
+
+
+# Default cap of --net-pairs all: 64 hosts' pairs. Each pair is a check of its own (a test, a
+# record, a row), so all pairs of 1,000 hosts would be half a million of them.
+NET_PAIRS_MAX = 64 * 63 // 2
+PAIR_DURATION_S = 5  # net_pair_bandwidth.duration where the profile sets none
+
+
+def all_pairs_cost(hosts: int) -> tuple[int, int]:
+    """(pairs, rounds) of --net-pairs all: each host is in N-1 pairs, one per round."""
+    return hosts * (hosts - 1) // 2, 0 if hosts < 2 else hosts - 1 + hosts % 2
 
 
 def rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     """Pairs that share no host run in the same round: a ring of N costs 2-3 rounds, not N."""
     out: list[list[tuple[str, str]]] = []
+    busy: list[set[str]] = []  # the hosts of each round
     for p in pairs:
-        for r in out:
-            if not any(set(p) & set(q) for q in r):
+        for r, b in zip(out, busy):
+            if not b & set(p):
                 r.append(p)
+                b.update(p)
                 break
         else:
             out.append([p])
+            busy.append(set(p))
     return out
 
 

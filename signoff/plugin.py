@@ -18,7 +18,15 @@ import pytest
 from signoff import InputError, inventory, junit, profiles, report, sheet
 from signoff.check import NA_PREFIX, Check
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, new_run_id
-from signoff.network import Network, all_pairs, pair_id, ring_pairs
+from signoff.network import (
+    NET_PAIRS_MAX,
+    PAIR_DURATION_S,
+    Network,
+    all_pairs,
+    all_pairs_cost,
+    pair_id,
+    ring_pairs,
+)
 from signoff.results import ALL, Results, not_reported, split_nodeid, worse
 from signoff.soak import duration_arg
 from signoff.transport import HostUnreachable
@@ -77,6 +85,8 @@ def pytest_addoption(parser):
                      "(percent or size, default 10%%)")
     g.addoption("--net-pairs", choices=("ring", "all"), default="ring",
                 help="host pairs for inter-node bandwidth: ring (each host with the next) or all")
+    g.addoption("--net-pairs-max", type=int, default=NET_PAIRS_MAX,
+                help=f"refuse --net-pairs all above this many pairs (default {NET_PAIRS_MAX}: 64 hosts)")
     g.addoption("--net-port", type=int, default=29400,
                 help="first TCP port the network probes listen on (bound to the data interface)")
     g.addoption("--collective-timeout", type=int, default=600,
@@ -114,6 +124,9 @@ def _check_options(config) -> None:
         raise InputError(f"--max-parallel {config.getoption('max_parallel')}: expected hosts > 0")
     if config.getoption("lock_wait") < 0:
         raise InputError(f"--lock-wait {config.getoption('lock_wait')}: expected seconds >= 0")
+    if config.getoption("net_pairs_max") < 0:
+        raise InputError(f"--net-pairs-max {config.getoption('net_pairs_max')}: expected a number of "
+                         f"pairs >= 0")
     for opt in ("connect_timeout", "probe_timeout", "collective_timeout"):
         if config.getoption(opt) <= 0:
             raise InputError(f"--{opt.replace('_', '-')} {config.getoption(opt)}: expected seconds > 0")
@@ -130,6 +143,39 @@ def _refuse_xdist(config) -> None:
                 f"{flag} {val}: pytest-xdist is not supported for acceptance runs: signoff measures "
                 f"every host at once in one process (--max-parallel); workers would each measure "
                 f"again, beside one another. Run without {flag}.")
+
+
+def all_pairs_plan(config, n_hosts: int, prof) -> tuple[str, bool]:
+    """What --net-pairs all costs on these hosts, said before it starts, and whether it is
+    above --net-pairs-max (every pair is its own check: O(N^2) of them)."""
+    pairs, rnds = all_pairs_cost(n_hosts)
+    t = prof.criteria.get("net_pair_bandwidth") if prof else None
+    dur = t.extra.get("duration", PAIR_DURATION_S) if t else PAIR_DURATION_S
+    whose = f"net_pair_bandwidth.duration of profile {prof.name}" if t else \
+        f"{PAIR_DURATION_S} s where the profile sets no duration"
+    m, sec = divmod(rnds * dur, 60)
+    cost = (f"--net-pairs all: {n_hosts} hosts make {pairs} host pairs in {rnds} rounds of {dur} s "
+            f"({whose}): about {f'{m} min ' if m else ''}{sec} s of measuring, plus each round's "
+            f"start-up")
+    return cost, pairs > config.getoption("net_pairs_max")
+
+
+def _check_pairs(config, inv: inventory.Inventory, prof) -> None:
+    if config.getoption("net_pairs") != "all":
+        return
+    cost, over = all_pairs_plan(config, len(inv.hosts), prof)
+    if over:
+        cap = config.getoption("net_pairs_max")
+        raise InputError(f"{cost}; that is above --net-pairs-max {cap}: pass --net-pairs-max "
+                         f"{all_pairs_cost(len(inv.hosts))[0]} to run them all, or use --net-pairs "
+                         f"ring ({len(ring_pairs([h.name for h in inv.hosts]))} pairs)")
+
+
+def pytest_report_header(config):
+    if STATE in config.stash and config.getoption("net_pairs") == "all":
+        st = config.stash[STATE]
+        return [all_pairs_plan(config, len(st.inventory.hosts), st.profile)[0]]
+    return None
 
 
 def _load_inventory(config) -> inventory.Inventory:
@@ -152,6 +198,7 @@ def pytest_configure(config):
         inv = _load_inventory(config)
         arg = config.getoption("profile")
         prof = None if arg == "auto" else profiles.load(arg)
+        _check_pairs(config, inv, prof)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = State(inv, prof, arg, run_id=new_run_id())

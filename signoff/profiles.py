@@ -42,8 +42,10 @@ CRITERIA: dict[str, dict] = {
     "soak_gemm_straggler": {"type": "number"},  # GPU / the host's median GPU
     "soak_errors": {"type": "number", "ops": ("max",)},  # new uncorrectable ECC errors, XIDs, failed loads
     # storage read throughput, GB/s: one host alone, all hosts at once (signoff/storage.py)
-    "storage_read_seq": {"type": "number", "extra": ("size", "bs", "jobs", "iodepth", "runtime")},
-    "storage_read_small": {"type": "number", "extra": ("files", "file_size", "bs", "jobs", "runtime")},
+    "storage_read_seq": {"type": "number", "extra": ("size", "bs", "jobs", "iodepth", "runtime",
+                                                     "alone_sample")},
+    "storage_read_small": {"type": "number", "extra": ("files", "file_size", "bs", "jobs", "runtime",
+                                                       "alone_sample")},
     "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per", "node_min")},
     # inter-node: per-port line rate of the fabric the profile names
     "nic_rate": {"type": "number", "extra": ("fabric", "ports")},

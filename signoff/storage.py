@@ -6,6 +6,7 @@ The host side is ``signoff/probes/storage.py`` (claim, prepare, read, clean)."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import shlex
 import statistics
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from signoff import InputError
 from signoff.fleet import CLEANUP_S, Fleet, ProbeError, bounded
+from signoff.hostlist import fold
 from signoff.profiles import Profile, Threshold, parse_size
 from signoff.transport import HostUnreachable
 
@@ -23,13 +25,19 @@ MARK = ".signoff-"
 WORKLOADS = {"storage_read_seq": "seq", "storage_read_small": "small"}
 # Knobs each storage criterion takes (profile `extra` keys) and their defaults.
 KNOBS = {
-    "storage_read_seq": {"size": "8G", "bs": "1M", "jobs": 4, "iodepth": 32, "runtime": 10},
-    "storage_read_small": {"files": 4096, "file_size": "128K", "bs": "1M", "jobs": 8, "runtime": 10},
+    # alone_sample: hosts of a shared filesystem read alone (docs/thresholds.md: why 4)
+    "storage_read_seq": {"size": "8G", "bs": "1M", "jobs": 4, "iodepth": 32, "runtime": 10,
+                         "alone_sample": 4},
+    "storage_read_small": {"files": 4096, "file_size": "128K", "bs": "1M", "jobs": 8, "runtime": 10,
+                           "alone_sample": 4},
     # node_min: GB/s every host must get while all read (none: not judged per host)
     "storage_read_aggregate": {"runtime": 15, "per": "cluster", "node_min": None},
 }
 PER = ("cluster", "node", "gpu")
 MIN_OVERLAP = 0.5  # the hosts' reads must overlap for at least half of a host's read time
+# Threads waiting on remote commands at once (not a cap on the hosts: past it they queue), a
+# generous default where the fleet has no --max-parallel of its own: 1,000 hosts in one wave.
+MAX_PARALLEL = 1024
 
 
 def check_extra(name: str, extra: dict, where: str) -> None:
@@ -43,7 +51,7 @@ def check_extra(name: str, extra: dict, where: str) -> None:
                 raise InputError(f"{w}: {exc}") from None
             if n <= 0 or n % 4096:
                 raise InputError(f"{w}: {val} must be a positive multiple of 4K (O_DIRECT)")
-        elif key in ("jobs", "iodepth", "files", "runtime"):
+        elif key in ("jobs", "iodepth", "files", "runtime", "alone_sample"):
             if isinstance(val, bool) or not isinstance(val, int) or val < (0 if key == "runtime" else 1):
                 raise InputError(f"{w}: expected a positive integer, got {val!r}")
         elif key == "per" and val not in PER:
@@ -186,8 +194,22 @@ def aggregate_cause(shares: dict[str, float], doc: dict) -> str:
 def details(doc: dict) -> dict:
     keep = ("tool", "tool_version", "params", "bytes", "seconds", "files", "files_read",
             "files_per_s", "bytes_per_pass", "cache", "fallback", "path", "readonly", "fs",
-            "late_s", "leftovers")
+            "late_s", "leftovers", "t_start", "t_end", "read")
     return {k: doc.get(k) for k in keep}
+
+
+class NotReadAlone(Exception):
+    """A host of a shared filesystem outside the sample read alone: N.A., never a PASS."""
+
+
+def spread(names: list[str], k: int) -> list[str]:
+    """k of the hosts, deterministically: the first, the last and evenly between (in
+    inventory order, so different racks or switches where the inventory is in rack order)."""
+    if len(names) <= k:
+        return list(names)
+    if k == 1:
+        return names[:1]
+    return [names[round(i * (len(names) - 1) / (k - 1))] for i in range(k)]
 
 
 def html_table(rows: dict) -> str:
@@ -218,10 +240,12 @@ class StorageRun:
         self.tool, self.min_free = tool, min_free(free)
         self.runid = new_runid()
         self.names = fleet.names
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # aggregate() prepares while holding it
         self._claims: dict[str, dict | Exception] | None = None
         self._prepared: dict[str, dict[str, dict | Exception]] = {}
         self._touched: set[str] = set()  # hosts a claim was sent to (write mode)
+        self._aggregate: dict | None = None
+        self._alone: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ configuration
 
@@ -265,7 +289,8 @@ class StorageRun:
         Always in threads: Ctrl-C then stops the wait at once (invoke, in the main thread,
         would only forward it to the remote command and keep waiting)."""
         out: dict = {}
-        pool = ThreadPoolExecutor(max_workers=min(256, max(1, len(names))))
+        cap = getattr(self.fleet, "max_parallel", None) or MAX_PARALLEL
+        pool = ThreadPoolExecutor(max_workers=min(cap, max(1, len(names))))
         try:
             futs = {n: pool.submit(fn, n) for n in names}
             for n, f in futs.items():
@@ -341,19 +366,124 @@ class StorageRun:
                 "--bs", str(k["bs"]), "--jobs", str(k["jobs"]),
                 "--iodepth", str(k.get("iodepth", 1)), "--runtime", str(runtime)]
 
+    def _criterion(self, workload: str) -> str:
+        return "storage_read_seq" if workload == "seq" else "storage_read_small"
+
+    def shared(self, workload: str) -> dict[str, str | None]:
+        """Why each prepared host's path is shared with other hosts, None for its own disk:
+        another host's run directory seen there (each host made its own before any
+        prepared), or a network filesystem (NFS may list a new directory only after its
+        attribute cache expires; and per-host directories of one export never see each
+        other)."""
+        owner = {os.path.basename(c["dir"]): n for n, c in self.claims().items()
+                 if isinstance(c, dict) and c.get("dir")}
+        out = {}
+        for n, doc in self.prepared(workload).items():
+            if isinstance(doc, Exception):
+                continue
+            seen = [owner[d] for d in doc.get("run_dirs") or [] if owner.get(d, n) != n]
+            fs = doc.get("fs") or {}
+            out[n] = (f"{doc['path']} holds the test directories of {fold(seen)} too" if seen else
+                      f"{doc['path']} is {fs.get('fstype')} from {fs.get('source')}, a network "
+                      f"filesystem" if fs.get("network") else None)
+        return out
+
+    def aggregate(self) -> dict:
+        """The aggregate read (every host at once, seq files), once per run: judged by
+        test_storage_read_aggregate and, on a shared filesystem, it picks the slowest host."""
+        with self._lock:
+            if self._aggregate is None:
+                t = self.profile.threshold("storage_read_aggregate")
+                self._aggregate = self.read_all("seq", knobs(t)["runtime"])
+                if "docs" in self._aggregate:
+                    self._aggregate["overlap"] = overlap(
+                        {n: d["intervals"] for n, d in self._aggregate["docs"].items()})
+            return self._aggregate
+
+    def alone(self, workload: str) -> dict:
+        """Every host's 'alone' read of the workload, measured once for all hosts: hosts on
+        their own disks read at once (nobody else reads their disk); hosts of a shared
+        filesystem one after another, each alone, all of them where they are few or the
+        profile judges no host's share, else a sample (alone_sample, spread over the hosts,
+        plus the slowest host's share of the aggregate). Returns {"docs": host -> document |
+        error | NotReadAlone, "plan": which hosts read how, and why}."""
+        with self._lock:
+            if workload in self._alone:
+                return self._alone[workload]
+        prep = self.prepared(workload)
+        why = self.shared(workload)
+        k = knobs(self.profile.threshold(self._criterion(workload)))
+        runtime, sample_n = k["runtime"], k["alone_sample"]
+        agg_t = self.profile.criteria.get("storage_read_aggregate")
+        judged = agg_t is not None and knobs(agg_t)["node_min"] is not None
+        docs: dict = {n: e for n, e in prep.items() if isinstance(e, Exception)}
+        local = [n for n in self.names if n in why and why[n] is None]
+        groups: dict[str, list[str]] = {}
+        for n in self.names:
+            if why.get(n):
+                fs = prep[n]["fs"]
+                groups.setdefault(f"{fs.get('fstype')} {fs.get('source')}", []).append(n)
+        plan = {"at_once": local, "read_alone": [], "shared": {n: why[n] for n in self.names if why.get(n)},
+                "sample": {}}
+        if local:
+            got, _ = self._together(local, workload, runtime)
+            for d in got.values():
+                if isinstance(d, dict):
+                    d["read"] = (f"at once with the {len(local) - 1} other host(s) on their own disks: "
+                                 f"this path is this host's own (no other host's test directory "
+                                 f"seen there, not a network filesystem)" if len(local) > 1 else "alone")
+            docs.update(got)
+        for fs_name, members in groups.items():
+            if len(members) <= sample_n or not judged:
+                pick = list(members)
+                how = (f"{len(members)} host(s), no more than alone_sample {sample_n}" if judged else
+                       "every host: the profile judges no host's share of the aggregate "
+                       "(storage_read_aggregate.node_min)")
+            else:
+                pick = spread(members, sample_n)
+                how = f"alone_sample {sample_n} spread over the {len(members)} hosts"
+                ov = self.aggregate().get("overlap")
+                shares = {n: v for n, v in (ov or {}).get("per_host", {}).items() if n in members}
+                if shares:
+                    slow = min(shares, key=shares.get)
+                    if slow not in pick:
+                        pick.append(slow)
+                    how += f", plus the slowest share of the aggregate read ({slow})"
+                else:
+                    how += " (the aggregate read measured no shares to add the slowest host)"
+            plan["sample"][fs_name] = {"hosts": pick, "how": how}
+            for n in pick:
+                got = self._each(lambda h: self._probe(
+                    h, *self._read_args(h, workload, runtime),
+                    timeout=self._timeout(self._bytes(workload) if not runtime else 0, runtime)), [n])
+                if isinstance(got[n], dict):
+                    got[n]["read"] = f"alone, one host after another: {why[n]}; read alone: " \
+                                     f"{fold(pick)} ({how})"
+                docs.update(got)
+                plan["read_alone"].append(n)
+            for n in members:
+                if n not in pick:
+                    docs[n] = NotReadAlone(
+                        f"{n}: shared filesystem ({why[n]}): read alone on the sample {fold(pick)} "
+                        f"({how}); this host's share judged in storage_read_aggregate")
+        with self._lock:
+            self._alone[workload] = {"docs": docs, "plan": plan}
+        return self._alone[workload]
+
+    def plans(self) -> dict:
+        """Which hosts each workload read alone, which at once, and why (those measured)."""
+        return {w: self._alone[w]["plan"] for w in ("seq", "small") if w in self._alone}
+
     def read(self, name: str, workload: str) -> dict:
-        """One host alone."""
+        """This host's 'alone' read (see alone()): its document, or the error, or
+        NotReadAlone for a host of a shared filesystem outside the sample."""
         self.ready(name, workload)
-        crit = "storage_read_seq" if workload == "seq" else "storage_read_small"
-        runtime = knobs(self.profile.threshold(crit))["runtime"]
-        got = self._each(lambda n: self._probe(
-            n, *self._read_args(n, workload, runtime),
-            timeout=self._timeout(self._bytes(workload) if not runtime else 0, runtime)), [name])
-        if isinstance(got[name], Exception):
-            raise got[name]
+        got = self.alone(workload)["docs"][name]
+        if isinstance(got, Exception):
+            raise got
         # entries of earlier runs that were killed before they could clean up
-        got[name]["leftovers"] = self.claims()[name].get("leftovers") or []
-        return got[name]
+        got["leftovers"] = self.claims()[name].get("leftovers") or []
+        return got
 
     def clock_offsets(self, names: list[str]) -> dict[str, float]:
         """Each host's clock minus ours (half the round trip is the error)."""
@@ -367,30 +497,35 @@ class StorageRun:
                 raise ProbeError(f"{n}: cannot read the host's clock: {r.stderr.strip()}") from None
         return self._each(offset, names)
 
-    def read_all(self, workload: str, runtime: int) -> dict:
-        """Every host reads at the same moment (a common start time in each host's clock);
-        returns per-host documents with intervals on the controller's clock, or errors."""
-        prep = self.prepared(workload)
-        bad = {n: e for n, e in prep.items() if isinstance(e, Exception)}
-        if bad:
-            return {"errors": bad}
-        offsets = self.clock_offsets(self.names)
-        bad = {n: e for n, e in offsets.items() if isinstance(e, Exception)}
-        if bad:
-            return {"errors": bad}
-        start = time.time() + 1.0 + 0.02 * len(self.names)  # time for every SSH command to land
+    def _together(self, names: list[str], workload: str, runtime: int) -> tuple[dict, dict]:
+        """These hosts read at the same moment (a common start time in each host's clock):
+        host -> document with intervals on the controller's clock, or its error; offsets."""
+        offsets = self.clock_offsets(names)
+        ok = [n for n in names if not isinstance(offsets[n], Exception)]
+        start = time.time() + 1.0 + 0.02 * len(ok)  # time for every SSH command to land
 
         def read(n):
             return self._probe(n, *self._read_args(n, workload, runtime), "--start-at",
                                f"{start + offsets[n]:.3f}",
                                timeout=self._timeout(runtime=runtime + start - time.time()))
-        docs = self._each(read, self.names)
+        docs = self._each(read, ok)
+        docs.update({n: offsets[n] for n in names if n not in ok})
+        for n, d in docs.items():
+            if isinstance(d, dict):
+                d["intervals"] = [[t0 - offsets[n], t1 - offsets[n], b] for t0, t1, b in d["intervals"]]
+        return docs, offsets
+
+    def read_all(self, workload: str, runtime: int) -> dict:
+        """Every host reads at the same moment; per-host documents, or the errors."""
+        prep = self.prepared(workload)
+        bad = {n: e for n, e in prep.items() if isinstance(e, Exception)}
+        if bad:
+            return {"errors": bad}
+        docs, offsets = self._together(self.names, workload, runtime)
         bad = {n: e for n, e in docs.items() if isinstance(e, Exception)}
         if bad:  # with what the others read: the ERROR keeps it
             return {"errors": bad, "docs": {n: d for n, d in docs.items() if n not in bad}}
-        for n, d in docs.items():
-            d["intervals"] = [[t0 - offsets[n], t1 - offsets[n], b] for t0, t1, b in d["intervals"]]
-        return {"docs": docs, "offsets": offsets, "start": start}
+        return {"docs": docs, "offsets": offsets}
 
     def close(self) -> None:
         """Stop this run's storage probes, then remove <path>/.signoff-<runid>-* on every

@@ -109,3 +109,35 @@ def test_empty_hosts_is_an_error_not_the_local_machine():
 def test_bad_numbers_in_options_are_one_message():
     _one_clear_message(run("--net-port", "99999"), "--net-port 99999: expected 1024-65533")
     _one_clear_message(run("--collective-timeout", "-5"), "--collective-timeout -5: expected seconds > 0")
+
+
+def test_all_pairs_of_many_hosts_say_their_cost_and_are_refused_above_the_cap(tmp_path):
+    """--net-pairs all on 100 hosts (none reachable: it is refused at configure, before
+    any host is touched) names pairs, rounds and time; --net-pairs-max lets it run."""
+    p = run("--hosts", "node[001-100]", "--net-pairs", "all", "--profile", "local",
+            "--report-dir", str(tmp_path))
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert ("--net-pairs all: 100 hosts make 4950 host pairs in 99 rounds of 5 s (5 s where the "
+            "profile sets no duration): about 8 min 15 s of measuring, plus each round's start-up; "
+            "that is above --net-pairs-max 2016: pass --net-pairs-max 4950 to run them all, or use "
+            "--net-pairs ring (100 pairs)") in p.stderr, p.stderr
+    assert not (tmp_path / "results.json").exists()
+    # under the cap (or asked for with --net-pairs-max) the cost is said before anything
+    # starts; collected only: no host is reached (collecting 4950 pairs alone takes minutes)
+    p = run("--hosts", "node[1-4]", "--net-pairs", "all", "--profile", "local", "--collect-only",
+            "-k", "net_pair", "--report-dir", str(tmp_path / "co"))
+    assert "--net-pairs all: 4 hosts make 6 host pairs in 3 rounds of 5 s" in p.stdout, p.stdout
+    assert "6/" in p.stdout and "tests collected" in p.stdout, p.stdout[-500:]
+    p = run("--hosts", "node[1-4]", "--net-pairs", "all", "--net-pairs-max", "5", "--profile",
+            "local", "--collect-only", "--report-dir", str(tmp_path / "co2"))
+    assert p.returncode == 4 and "above --net-pairs-max 5: pass --net-pairs-max 6" in p.stderr
+
+
+def test_all_pairs_run_in_n_minus_1_rounds():
+    from signoff.network import all_pairs, rounds
+
+    for n in (2, 3, 5, 10, 64):
+        names = [f"n{i}" for i in range(n)]
+        pairs = all_pairs(names)
+        assert sorted(pairs) == sorted((a, b) for i, a in enumerate(names) for b in names[i + 1:])
+        assert len(rounds(pairs)) == (n - 1 if n % 2 == 0 else n)

@@ -129,6 +129,54 @@ def test_path_comes_from_the_option_then_the_inventory_then_the_temp_dir(tmp_pat
             inventory.load(inv)
 
 
+def test_every_host_of_a_large_fleet_is_asked_at_once():
+    """The storage pool is not capped at 256 hosts: 300 hosts' commands are all in flight
+    together (each waits for all others), so a second wave would never start its part."""
+    import threading
+    from types import SimpleNamespace
+
+    names = [f"node{i:03d}" for i in range(300)]
+    fleet = SimpleNamespace(names=names, probe_timeout=1, sessions={})
+    run = storage.StorageRun(fleet, profiles.load("local"), None, False)
+    together = threading.Barrier(len(names), timeout=20)
+    got = run._each(lambda n: together.wait() >= 0, names)
+    assert got == dict.fromkeys(names, True)
+
+
+def _probe_module():
+    spec = importlib.util.spec_from_file_location("storage_probe", PROBE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("fstype, shared", [
+    ("nfs", True), ("nfs4", True), ("lustre", True), ("gpfs", True), ("beegfs", True),
+    ("wekafs", True), ("ceph", True), ("fuse.ceph-fuse", True), ("glusterfs", True),
+    ("fuse.glusterfs", True), ("cifs", True), ("smb3", True), ("ocfs2", True), ("gfs2", True),
+    ("panfs", True), ("ext4", False), ("xfs", False), ("btrfs", False), ("zfs", False),
+    ("tmpfs", False), ("overlay", False), ("?", False)])
+def test_mount_type_says_whether_other_hosts_may_share_the_path(fstype, shared):
+    assert _probe_module().network_fs(fstype) is shared
+
+
+def test_the_sample_read_alone_is_spread_over_the_hosts_and_deterministic():
+    names = [f"node{i:03d}" for i in range(1, 1001)]
+    assert storage.spread(names, 4) == ["node001", "node334", "node667", "node1000"]
+    assert storage.spread(names, 1) == ["node001"]
+    assert storage.spread(names[:3], 4) == names[:3]
+    assert storage.spread(names, 4) == storage.spread(list(names), 4)
+
+
+@pytest.mark.parametrize("bad", ["0", "two", "true"])
+def test_alone_sample_is_a_positive_count(tmp_path, bad):
+    p = tmp_path / "bad.yaml"
+    p.write_text("extends: local\ncriteria:\n  storage_read_seq: {min: 1, unit: GB/s, source: s, "
+                 f"alone_sample: {bad}}}\n")
+    with pytest.raises(InputError, match="alone_sample: expected a positive integer"):
+        profiles.load(str(p))
+
+
 def test_min_free_option_is_checked():
     assert storage.min_free("10%") == "10%" and storage.min_free("50G") == "50G"
     with pytest.raises(InputError, match="--storage-min-free"):
@@ -284,10 +332,7 @@ def test_inodes_running_out_is_said_so_not_space(tmp_path, few_inodes):
                                    "it has 0 free inodes of 64 (df -i); free inodes"), doc
     assert marked(few_inodes) == []
     # what an ENOSPC met while writing (another writer took the inodes after the check) says
-    spec = importlib.util.spec_from_file_location("storage_probe", PROBE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    why = mod.no_space(str(few_inodes))
+    why = _probe_module().no_space(str(few_inodes))
     assert why.startswith("ran out of inodes (df -i: 0 free of 64; ") and "MiB still free" in why, why
 
 

@@ -44,8 +44,11 @@ UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 PATTERN_LEN = 4 << 20
 WRITE_CHUNK = 1 << 20
 SAMPLE_S = 0.1
-NETWORK_FS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", "glusterfs",
-              "wekafs", "fuse.")
+# Filesystems other hosts may mount too (prefixes: nfs4, fuse.ceph-fuse): a read there is not
+# one host's disk. FUSE counts as shared: mistaking a local disk for a shared one costs only
+# reading it alone on a sample, the other way round would judge contended reads as solo ones.
+NETWORK_FS = ("nfs", "lustre", "gpfs", "beegfs", "cifs", "smb", "ceph", "glusterfs", "wekafs",
+              "ocfs2", "gfs2", "panfs", "afs", "orangefs", "pvfs2", "fuse.")
 # Filesystems whose own cache may answer O_DIRECT reads (ZFS before 2.3 ignores O_DIRECT).
 OWN_CACHE_FS = ("zfs",)
 RAM_FS = ("tmpfs", "ramfs")  # the page cache is where their files live
@@ -149,8 +152,13 @@ def fs_info(path):
             best["rotational"] = f.read().strip() == "1"
     except (OSError, ValueError):
         pass
-    best["network"] = best["fstype"].startswith(NETWORK_FS)
+    best["network"] = network_fs(best["fstype"])
     return best
+
+
+def network_fs(fstype):
+    """Whether a mount of this type may be the same filesystem on other hosts."""
+    return fstype.startswith(NETWORK_FS)
 
 
 def space(path):
@@ -451,7 +459,10 @@ def cmd_prepare(a):
             raise Refused("%s is missing (claim it first)" % d)
         names = layout(a)
         need = sum(s for _, s in names) + 4096 * len(names)
-        sharers = max(1, sum(1 for n in os.listdir(path) if n.startswith("%s%s-" % (MARK, a.runid))))
+        # every host made its run dir before any prepares: those seen here share this path
+        run_dirs = sorted(n for n in os.listdir(path) if n.startswith("%s%s-" % (MARK, a.runid)))
+        doc["run_dirs"] = run_dirs
+        sharers = max(1, len(run_dirs))
         what = human(need) + (" (x %d hosts sharing it)" % sharers if sharers > 1 else "")
         doc["free"] = check_space(path, need * sharers, a.min_free, what,
                                   files=(len(names) + (a.workload == "small")) * sharers)
