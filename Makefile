@@ -38,7 +38,9 @@ accept: venv
 	$(PY) -m pytest acceptance/ --profile $(PROFILE) $(HOST_OPTS) $(ARGS)
 
 test: system $(VENV)/.installed-probe
-	$(PY) -m pytest tests/ -q $(ARGS)
+	# test files in parallel (most wait on SSH, sleeps and timeouts, not the CPU); one file's
+	# tests stay on one worker, so a module's lab is built once
+	$(PY) -m pytest tests/ -q -n 2 --dist loadfile $(ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check signoff acceptance tests bench conftest.py

@@ -220,8 +220,10 @@ class HostSession:
                     raise ProbeError(f"{self.host}: cannot create a temp dir in /tmp (exit {r.rc}): "
                                      f"{(r.stderr or r.stdout).strip() or 'no message'}")
                 self.workdir = out[0].strip()
-                self.leftovers = [f"probe temp dir {ln.split()[1]} of a run that is gone "
-                                  f"(since {ln.split()[2]})" for ln in out[1:] if ln.startswith("leftover ")]
+                # a dir removed while listed has no time (stat failed): 'leftover DIR' alone
+                self.leftovers = [f"probe temp dir {(ln.split() + ['', ''])[1]} of a run that is gone "
+                                  f"(since {(ln.split() + ['', '', 'unknown'])[2]})"
+                                  for ln in out[1:] if ln.startswith("leftover ")]
                 for f in sorted(PROBE_DIR.glob("*.py")):
                     self.t.put(f, f"{self.workdir}/{f.name}")
             return self.workdir
