@@ -307,10 +307,14 @@ def _start(inv: Path, rd: Path, *args: str) -> subprocess.Popen:
 
 def _wait_for_result(rd: Path, timeout: float = 90) -> dict:
     deadline = time.time() + timeout
+    log = rd / "results.jsonl"  # results arrive there; results.json (meta) is written at the start
     while time.time() < deadline:  # until lab1 has a result (lab2's probe hangs meanwhile)
-        res = json.loads((rd / "results.json").read_text()) if (rd / "results.json").exists() else {}
-        if res.get("results"):
-            return res
+        for line in (log.read_text().splitlines() if log.exists() else []):
+            try:
+                if json.loads(line).get("type") == "result":
+                    return json.loads((rd / "results.json").read_text())
+            except ValueError:
+                pass  # a line still being written
         time.sleep(0.3)
     raise AssertionError("the run never reported a result")
 
