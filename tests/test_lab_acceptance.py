@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from lab import Lab
 
+from signoff import results as results_log
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 OTHER_PYTHON = "/usr/bin/python3"  # Debian's: another Python, no torch
@@ -307,14 +309,16 @@ def _start(inv: Path, rd: Path, *args: str) -> subprocess.Popen:
 
 def _wait_for_result(rd: Path, timeout: float = 90) -> dict:
     deadline = time.time() + timeout
-    log = rd / "results.jsonl"  # results arrive there; results.json (meta) is written at the start
+    log = rd / "results.jsonl"  # what has arrived: results.json is written at the start and end
     while time.time() < deadline:  # until lab1 has a result (lab2's probe hangs meanwhile)
+        doc = results_log._empty({})
         for line in (log.read_text().splitlines() if log.exists() else []):
             try:
-                if json.loads(line).get("type") == "result":
-                    return json.loads((rd / "results.json").read_text())
+                results_log._apply(doc, json.loads(line))
             except ValueError:
                 pass  # a line still being written
+        if doc["results"]:
+            return doc
         time.sleep(0.3)
     raise AssertionError("the run never reported a result")
 
