@@ -266,11 +266,11 @@ def test_66_fake_gpu_hosts_have_their_soak_started_at_once(fake_probe, tmp_path,
     assert {n: hs.state for n, hs in ended.items()} == {n: "done" for n in names}
     # the controller: every host's probe call made at once (a capped pool made 65, 66 wait
     # for the first soak to end, SOAK_S later)
-    # 1 s between the first and the last call; starting 66 threads took up to 1.14 s from
-    # start() when other test files ran beside this one (make test runs files in parallel)
-    late = {n: round(t - m0, 2) for n, t in called.items() if t - min(called.values()) > 1.0}
-    assert len(called) == N_WIDE and not late, f"soaks started more than 1 s after the first: {late}"
-    assert max(called.values()) - m0 < 3.0  # against SOAK_S for a host left to a second wave
+    # Every call in one wave: a host left to a second wave starts SOAK_S (8 s) late. Alone on
+    # this 2-core machine the 66 calls came within 0.19-0.6 s of start(); with another test
+    # file beside it (make test runs two at once) up to 1.7 s: the bound is half of SOAK_S.
+    late = {n: round(t - m0, 2) for n, t in called.items() if t - m0 > SOAK_S / 2}
+    assert len(called) == N_WIDE and not late, f"soaks started in a second wave: {late}"
     # The hosts: each probe stamps its own start. On this 2-core machine the 66 probes' starts
     # spread over ~16 s (about 4 a second, the same with the runner's calls made within 0.6 s):
     # 66 SSH exec requests, sshd sessions and Python start-ups share the CPU with the
