@@ -41,6 +41,11 @@ def faulty_h200(tmp_path: Path, inject=every_fault) -> Path:
                       "min_w": 200.0, "max_w": 700.0}
         g["nvlink"].setdefault("unreadable", {})
     inject(g0, g1)
+    return recorded_inventory(tmp_path, facts)
+
+
+def recorded_inventory(tmp_path: Path, facts: dict) -> Path:
+    """One local host whose Python answers the sysinfo probe with `facts`."""
     doc = tmp_path / "sysinfo.json"
     doc.write_text(json.dumps(facts))
     py = tmp_path / "recordedpython"

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from test_cli import LOCK_WAIT
-from test_gpu_faults_recorded import RECORDED, ROOT
+from test_gpu_faults_recorded import RECORDED, ROOT, recorded_inventory
 
 
 def test_recorded_h200_with_another_process_on_gpu1_is_reported(tmp_path):
@@ -18,13 +18,7 @@ def test_recorded_h200_with_another_process_on_gpu1_is_reported(tmp_path):
     for g in facts["nvidia"]["gpus"]:
         g["processes"] = []
     facts["nvidia"]["gpus"][1]["processes"] = [{"pid": 4242, "name": "python3", "used_mib": 30000}]
-    doc = tmp_path / "sysinfo.json"
-    doc.write_text(json.dumps(facts))
-    py = tmp_path / "recordedpython"
-    py.write_text(f'#!/bin/bash\n[ "$1" = sysinfo.py ] && exec cat {doc}\nexec {sys.executable} "$@"\n')
-    py.chmod(0o755)
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(f"hosts:\n  - {{name: gpunode, address: local, python: {py}}}\n")
+    inv = recorded_inventory(tmp_path, facts)
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_gpu_health.py", "--partial",
                         "--inventory", str(inv), "--profile", "h200-2x-nvlink", "--report-dir", str(rd),
