@@ -1,61 +1,16 @@
 """Intra-node GPU interconnect: all-reduce bus bandwidth, GPU pairs, topology, NCCL transport."""
 
+from html import escape
+
 import pytest
 
-from signoff import diagnose, plots
-from signoff.check import class_guard, not_applicable
+from signoff.check import not_applicable
 from signoff.fleet import ProbeError
-from signoff.plugin import HostView, selected_hosts
-from signoff.profiles import parse_size
+from signoff.interconnect import diagnose, plots
+from signoff.interconnect.run import collective_devices
+from signoff.units import human_bytes, parse_size
 
 RULE = "signoff acceptance rule"
-
-
-def allreduce_doc(host, profile, devices) -> dict:
-    if len(devices) == 1:
-        not_applicable(f"{host} has one GPU: an all-reduce needs two")
-    t = profile.threshold("allreduce_busbw")
-    lo, hi = t.extra["sweep"]
-    env = {"NCCL_NVLS_ENABLE": "0"} if profile.hardware.get("nvls") is False else {}
-    doc = host.cached_probe("allreduce", "--min-bytes", lo, "--max-bytes", hi, env=env)
-    if "error" in doc:
-        raise ProbeError(f"{host}: all-reduce probe failed: {doc['error']}")
-    return doc  # fewer ranks than GPUs is judged by allreduce(), where its rows are recorded
-
-
-def p2p_doc(host, gpus) -> dict:
-    if len(gpus) < 2:
-        not_applicable(f"{host} has {len(gpus)} GPU(s): no pair to measure")
-    doc = host.cached_probe("p2p")
-    if doc.get("error") or doc.get("gpus") != len(gpus) or "unidirectional" not in doc:
-        raise ProbeError(f"{host}: P2P probe measured {doc.get('gpus')} of {len(gpus)} GPUs "
-                         f"({doc.get('error') or 'no bandwidth matrix'})")
-    return doc
-
-
-# Each measurement's family, the checks whose hosts it measures at once, and its probe on one
-# host with the gates its checks' fixtures apply (devices, of_class, gpus): a host whose
-# checks stop at a gate is not measured (what the gate raised is kept, never used).
-MEASURES = {
-    "allreduce": ("interconnect", ("test_allreduce_busbw", "test_allreduce_correct", "test_nccl_transport"),
-                  lambda v, prof: class_guard(prof, [v]) or allreduce_doc(v, prof, collective_devices(v))),
-    "p2p": ("interconnect p2p", ("test_p2p_bandwidth", "test_p2p_uniformity"),
-            lambda v, prof: class_guard(prof, [v]) or p2p_doc(v, v.gpus)),
-    "topology": ("interconnect topology", ("test_gpu_topology",),
-                 lambda v, prof: v.cached_probe("p2p", "--no-bandwidth") if len(v.gpus) > 1 else None),
-}
-
-
-@pytest.fixture(scope="session")
-def measure(request, fleet, profile):
-    """measure(what, host): the host's document of MEASURES[what], measured on every host with
-    a selected check of it at once, the first time any check asks (Fleet.measured)."""
-    def get(what: str, host) -> dict:
-        family, tests, probe = MEASURES[what]
-        return fleet.measured(family, host.name,
-                              lambda n: probe(HostView(n, fleet.facts(n), fleet.sessions[n]), profile),
-                              selected_hosts(request.session, __file__, tests))
-    return get
 
 
 def allreduce(host, measure, devices, check) -> dict:
@@ -78,7 +33,7 @@ def test_allreduce_busbw(host, profile, devices, check, attach, measure, fleet):
     ref = parse_size(t.extra["size"])
     row = next(r for r in doc["rows"] if r["bytes"] == ref)
     attach("png", plots.busbw_curve(host.name, doc["rows"], t.value, ref), "busbw curve")
-    attach("html", table(doc), "all-reduce table")
+    attach("html", plots.allreduce_table(doc), "all-reduce table")
     cause = ""
     if not t.ok(row["busbw"]):
         pairs = p2p(host, measure) if devices else None
@@ -94,7 +49,7 @@ def test_allreduce_busbw(host, profile, devices, check, attach, measure, fleet):
 
 def test_allreduce_correct(host, devices, check, measure):
     doc = allreduce(host, measure, devices, check)
-    wrong = [f"wrong sum at {plots.human_bytes(r['bytes'])}" for r in doc["rows"] if not r["correct"]]
+    wrong = [f"wrong sum at {human_bytes(r['bytes'])}" for r in doc["rows"] if not r["correct"]]
     check.require(wrong, f"{len(doc['rows']) - len(wrong)}/{len(doc['rows'])} sizes correct",
                   "every all-reduce returns the exact sum", RULE,
                   cause="faulty GPU memory or link corrupting data")
@@ -168,29 +123,8 @@ def test_nccl_transport(host, devices, check, measure):
                            "nccl_log": doc.get("nccl_log")})
 
 
-def escape(text: str) -> str:
-    from html import escape as esc
-    return esc(text)
-
-
-def table(doc: dict) -> str:
-    rows = "".join(f"<tr><td>{plots.human_bytes(r['bytes'])}</td><td>{r['time_us']:.1f}</td>"
-                   f"<td>{r['algbw']:.2f}</td><td>{r['busbw']:.2f}</td>"
-                   f"<td>{'ok' if r['correct'] else 'WRONG'}</td></tr>" for r in doc["rows"])
-    return ("<table class='so-table'><tr><th>size</th><th>time us</th><th>algbw GB/s</th>"
-            f"<th>busbw GB/s</th><th>result</th></tr>{rows}</table>")
-
-
 @pytest.fixture
 def devices(host, profile, of_class):
     """GPUs to run collectives on; [] on a CPU-only host under a profile that allows it (gloo).
     A host not of the profile's class (a GPU-less one under a GPU profile) is NOT RUN (of_class)."""
     return collective_devices(host)
-
-
-def collective_devices(host) -> list[dict]:
-    if host.gpus:
-        return host.gpus
-    if host.hidden_gpus:
-        pytest.fail(f"{host}: {host.hidden_gpus}", pytrace=False)
-    return []

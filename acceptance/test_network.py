@@ -2,11 +2,11 @@
 
 import pytest
 
-from signoff import network as net
 from signoff.check import not_applicable
-from signoff.fleet import ProbeError, threads
+from signoff.fleet import ProbeError
+from signoff.network import judge as net
 from signoff.plugin import selected_hosts
-from signoff.profiles import parse_size
+from signoff.units import parse_size
 
 RULE = "signoff acceptance rule"
 
@@ -17,7 +17,7 @@ def test_nic_link(host, fleet, network, profile, check, request):
     t = profile.threshold("nic_rate")
     # every host's NICs read at once, the first time a host's check asks
     info = fleet.measured("network", host.name, network.info,
-                          selected_hosts(request.session, __file__, ("test_nic_link",)))
+                          selected_hosts(request.session, ("test_nic_link",)))
     if t.extra.get("fabric") == "infiniband":
         ports = info["infiniband"]
         up = [p for p in ports if "ACTIVE" in (p["state"] or "") and t.ok(p["rate_gbps"] or 0)]
@@ -103,33 +103,11 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig):
     row = next(r for r in doc["rows"] if r["bytes"] == parse_size(t.extra["size"]))
     cause, found = "", {}
     if not t.ok(row["busbw"]):
-        found = bisect(network, names, t, env, timeout)
-        cause = describe(found)
+        found = network.bisect(names, t, env, timeout)
+        cause = net.describe_bisection(found)
     check.expect(row["busbw"], t, f"{len(names)}-host all-reduce busbw at {t.extra['size']} "
                  f"({doc['world_size']} ranks, {doc['backend']})", cause=cause,
                  details={"rows": doc["rows"], "bisection": found})
-
-
-def bisect(network, names, t, env, timeout) -> dict:
-    """Re-measure every ring pair (disjoint pairs at once) and name the slow host or link."""
-    size = t.extra["size"]
-    pair_bw = {}
-    for rnd in net.rounds(net.ring_pairs(names)):
-        with threads(len(rnd)) as pool:
-            runs = pool.map(lambda p: network.allreduce(list(p), size, size, env, timeout), rnd)
-            for p, r in zip(rnd, runs):
-                pair_bw[p] = r["doc"]["rows"][0]["busbw"] if r["ok"] else None
-    hosts, links = net.suspects({p: bw is not None and t.ok(bw) for p, bw in pair_bw.items()})
-    return {"pairs": {net.pair_id(*p): bw for p, bw in pair_bw.items()},
-            "slow_hosts": hosts, "slow_links": [net.pair_id(*p) for p in links]}
-
-
-def describe(found: dict) -> str:
-    parts = [f"slow host {h}" for h in found["slow_hosts"]]
-    parts += [f"slow link {p}" for p in found["slow_links"]]
-    pairs = ", ".join(f"{p} {bw if bw is not None else 'failed'}" for p, bw in found["pairs"].items())
-    return (" and ".join(parts) or "no single pair is slow (congestion or a collective problem)") + \
-        f" (pairwise busbw GB/s: {pairs})"
 
 
 @pytest.fixture(autouse=True)

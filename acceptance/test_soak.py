@@ -1,64 +1,16 @@
 """Sustained load (soak): bf16 GEMM on every GPU of every host at once for the profile's
 soak.duration, NVML sampled every interval; samples stream into results.json as they come.
-The rules are in signoff/soak.py and docs/soak.md."""
+The rules are in signoff/soak/judge.py and docs/soak.md."""
 
 from __future__ import annotations
 
 from html import escape
 
-import pytest
-
-from signoff import InputError, soak, soakplots
-from signoff.check import class_guard, not_applicable
+from signoff.check import not_applicable
 from signoff.fleet import ProbeError
-from signoff.plugin import STATE, HostView, Terminal, selected_hosts
-from signoff.profiles import matches
-from signoff.soakrun import SoakRunner
-
-
-@pytest.fixture(scope="session")
-def soak_run(request, fleet, profile):
-    """Every soaked host's soak, all started at the first soak test, in parallel."""
-    config = request.config
-    try:
-        plan = soak.plan(profile.soak, config.getoption("soak_duration"))
-    except ValueError as exc:
-        raise InputError(f"profile {profile.name} soak.{exc}") from None
-    state = config.stash[STATE]
-    runner = SoakRunner(fleet, plan, state.report_dir, state.results,
-                        startup_s=config.getoption("probe_timeout"))
-    runner.say = Terminal(config).say
-    facts = fleet.all_facts()
-    views = [HostView(n, facts[n], None) for n in selected_hosts(request.session, __file__)
-             if isinstance(facts.get(n), dict)]
-    # a host that fails the class guard is not soaked (its tests are NOT RUN, naming the guard)
-    runner.profile = profile
-    fleet.settle()  # the per-host measurements have ended: they would distort the soak
-    runner.start([v.name for v in views if v.gpus and not matches(profile, v.hardware)])
-    if plan["notes"]:
-        runner.say("soak: " + "; ".join(plan["notes"]))
-    if runner.hosts:
-        runner.say(f"soak: {soak.human_duration(plan['duration'])} of bf16 GEMM on "
-                   f"{', '.join(runner.hosts)} (NVML sampled every {plan['interval']:g} s)")
-    yield runner
-    runner.close()
-
-
-def soaked(host, soak_run):
-    class_guard(soak_run.profile, [host], "soaked")
-    if host.name not in soak_run.hosts:
-        raise ProbeError(f"{host}: no soak was started on this host")
-    every = max(10.0, min(60.0, soak_run.plan["duration"] / 20))
-    hs = soak_run.wait(host.name, progress=soak_run.say, every=every)
-    if hs.error:
-        raise ProbeError(f"{host}: soak probe: {hs.error}")
-    if hs.series is None or len(hs.series) < 2:
-        raise ProbeError(f"{host}: the soak probe sent no samples")
-    seen = len(hs.header.get("gpus") or [])
-    if seen != len(host.gpus):  # judged on fewer GPUs, a judgement could pass having measured none
-        raise ProbeError(f"{host}: the soak probe's NVML saw {seen} GPU(s) where sysinfo reports "
-                         f"{len(host.gpus)}: the soak did not load and sample every GPU")
-    return hs
+from signoff.soak import judge as soak
+from signoff.soak import plots as soakplots
+from signoff.soak.plugin import soaked
 
 
 def _judge(fn, host, *args, **kw) -> soak.Verdict:

@@ -4,9 +4,10 @@ removed at the end, also after a failure or Ctrl-C; --storage-readonly writes no
 
 import pytest
 
-from signoff import storage
 from signoff.check import not_applicable
+from signoff.figures import html_table
 from signoff.fleet import ProbeError
+from signoff.storage import judge as storage
 
 
 @pytest.fixture
@@ -14,17 +15,6 @@ def node(host, of_class):
     """The host, if it is of the profile's class: elsewhere NOT RUN naming the class guard (as
     the all-reduce and P2P checks; the class checks FAIL it) rather than spend minutes on its disks."""
     return host
-
-
-@pytest.fixture(scope="module")
-def store(pytestconfig, fleet, profile):
-    fleet.settle()  # no other family's probes beside the reads
-    run = storage.StorageRun(fleet, profile, pytestconfig.getoption("storage_path"),
-                             pytestconfig.getoption("storage_readonly"),
-                             pytestconfig.getoption("storage_tool"),
-                             pytestconfig.getoption("storage_min_free"))
-    yield run
-    run.close()
 
 
 def alone(store, host, workload, t, check):
@@ -41,7 +31,7 @@ def alone(store, host, workload, t, check):
 def judge(host, doc, t, what, check, attach):
     gbps = round(doc["gbps"], 3)
     how = storage.describe(doc)
-    attach("html", storage.html_table({
+    attach("html", html_table({
         "measured": f"{gbps} GB/s ({doc['bytes']} bytes in {doc['seconds']:.2f} s)",
         "tool": f"{doc['tool']} ({doc['tool_version']})", "parameters": doc["params"],
         "path": f"{doc['path']}{' (read-only)' if doc['readonly'] else ''}",
@@ -99,7 +89,7 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
                          for n, d in docs.items()},
             # which hosts the seq / small checks read alone, which at once, and why
             "alone_reads": store.plans()}
-    attach("html", storage.html_table({
+    attach("html", html_table({
         "aggregate": f"{measured} GB/s over {ov['seconds']:.2f} s with {len(docs)} hosts reading",
         "per host (GB/s in the window)": shares, "measured with": storage.describe(d0),
         "path": d0["path"], "filesystem": storage.storage_kind(d0["fs"]),

@@ -1,9 +1,9 @@
 """Software parity across hosts and the minimums the profile sets."""
 
-from signoff import parity
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
-from signoff.profiles import version_tuple
+from signoff.units import version_tuple
+from signoff.versions import parity
 
 PARITY_SOURCE = "majority of hosts in this run"
 # CUDA major of the torch build -> the oldest driver branch that runs it

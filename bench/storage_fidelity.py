@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fidelity of signoff's built-in storage reader against fio, on the same files in one run.
 
-Needs only python3 and fio (no venv): it runs signoff/probes/storage.py as the suite does
+Needs only python3 and fio (no venv): it runs signoff/storage/probe_storage.py as the suite does
 (claim, prepare, then reads), alternating fio and the built-in reader over the same files
 (ABBA order, so a drifting disk favours neither), for the sequential and the small-file
 workload, and prints per-round figures and the median ratio built-in / fio (aim >= 0.95).
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-PROBE = Path(__file__).resolve().parent.parent / "signoff" / "probes" / "storage.py"
+PROBE = Path(__file__).resolve().parent.parent / "signoff" / "storage" / "probe_storage.py"
 
 
 def probe(state, *args):

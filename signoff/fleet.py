@@ -14,12 +14,11 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from pathlib import Path
 
+from signoff import families
 from signoff.inventory import Host, Inventory
 from signoff.transport import HostUnreachable, Transport, open_transport
 
-PROBE_DIR = Path(__file__).resolve().parent / "probes"
 # The end of a run (or Ctrl-C) waits this long for each cleanup phase of all hosts at once;
 # a host that has not answered by then is named with what it keeps, not waited for.
 CLEANUP_S = 10
@@ -224,12 +223,13 @@ class HostSession:
                 self.leftovers = [f"probe temp dir {(ln.split() + ['', ''])[1]} of a run that is gone "
                                   f"(since {(ln.split() + ['', '', 'unknown'])[2]})"
                                   for ln in out[1:] if ln.startswith("leftover ")]
-                for f in sorted(PROBE_DIR.glob("*.py")):
-                    self.t.put(f, f"{self.workdir}/{f.name}")
+                for name, f in families.probes().items():  # every family's probe_<name>.py
+                    self.t.put(f, f"{self.workdir}/{name}.py")
             return self.workdir
 
     def probe(self, name: str, *args: str, timeout: float = 120, env: dict | None = None) -> dict:
-        """Run probes/<name>.py with the host's Python; return its JSON document."""
+        """Run probe <name> (signoff/<family>/probe_<name>.py) with the host's Python; return
+        its JSON document."""
         return parse_probe_output(self.host.name, name, self.probe_result(name, *args, timeout=timeout,
                                                                           env=env))
 

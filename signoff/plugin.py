@@ -15,21 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from signoff import InputError, inventory, junit, profiles, report, sheet
+from signoff import InputError, families, hookspecs, inventory, junit, profiles, report, sheet
 from signoff.check import NA_PREFIX, Check
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, new_run_id
-from signoff.network import (
-    NET_PAIRS_MAX,
-    PAIR_DURATION_S,
-    Network,
-    all_pairs,
-    all_pairs_cost,
-    pair_id,
-    ring_pairs,
-)
 from signoff.results import ALL, Results, not_reported, split_nodeid, worse
-from signoff.soak import duration_arg
 from signoff.transport import HostUnreachable
+
+# Each family's options, fixtures and hooks (signoff/<family>/plugin.py).
+pytest_plugins = families.plugins()
 
 ROOT = Path(__file__).resolve().parent.parent
 OUR_ERRORS = (HostUnreachable, ProbeError, InputError)
@@ -54,6 +47,10 @@ class State:
 STATE = pytest.StashKey[State]()
 
 
+def pytest_addhooks(pluginmanager):
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser):
     g = parser.getgroup("signoff", "GPU cluster acceptance")
     g.addoption("--profile", default="auto",
@@ -70,27 +67,6 @@ def pytest_addoption(parser):
     g.addoption("--connect-timeout", type=float, default=10, help="SSH connect timeout, s")
     g.addoption("--probe-timeout", type=float, default=180,
                 help="a probe running longer is killed on its host, s")
-    g.addoption("--soak-duration", type=duration_arg, default=None,
-                help="sustained-load time instead of the profile's soak.duration (90s, 10m, 24h)")
-    g.addoption("--storage-path", default=None,
-                help="directory the storage checks read; test files go into .signoff-<run>-<host>/ "
-                     "there and are removed at the end (default: the inventory's storage_path, "
-                     "else the host's temp dir)")
-    g.addoption("--storage-readonly", action="store_true", default=False,
-                help="measure the files already in the storage path, writing nothing")
-    g.addoption("--storage-tool", choices=("auto", "fio", "builtin"), default="auto",
-                help="storage reader: fio where installed (auto), or the built-in one")
-    g.addoption("--storage-min-free", default="10%",
-                help="refuse to write test files that would leave less free on the filesystem "
-                     "(percent or size, default 10%%)")
-    g.addoption("--net-pairs", choices=("ring", "all"), default="ring",
-                help="host pairs for inter-node bandwidth: ring (each host with the next) or all")
-    g.addoption("--net-pairs-max", type=int, default=NET_PAIRS_MAX,
-                help=f"refuse --net-pairs all above this many pairs (default {NET_PAIRS_MAX}: 64 hosts)")
-    g.addoption("--net-port", type=int, default=29400,
-                help="first TCP port the network probes listen on (bound to the data interface)")
-    g.addoption("--collective-timeout", type=int, default=600,
-                help="multi-node all-reduce: rendezvous/collective timeout, s (ranks killed after)")
     g.addoption("--max-parallel", type=int, default=MAX_PARALLEL,
                 help=f"hosts measured at once in each measuring phase (default {MAX_PARALLEL})")
     g.addoption("--lock-wait", type=float, default=0,
@@ -116,18 +92,13 @@ def _is_acceptance_run(config) -> bool:
 
 
 def _check_options(config) -> None:
-    """Numeric options are judged once, before any host is touched."""
-    port = config.getoption("net_port")
-    if not 1024 <= port <= 65533:
-        raise InputError(f"--net-port {port}: expected 1024-65533 (the probes use it and the next one)")
+    """Numeric options are judged once, before any host is touched (the families' in
+    pytest_signoff_check_options)."""
     if config.getoption("max_parallel") <= 0:
         raise InputError(f"--max-parallel {config.getoption('max_parallel')}: expected hosts > 0")
     if config.getoption("lock_wait") < 0:
         raise InputError(f"--lock-wait {config.getoption('lock_wait')}: expected seconds >= 0")
-    if config.getoption("net_pairs_max") < 0:
-        raise InputError(f"--net-pairs-max {config.getoption('net_pairs_max')}: expected a number of "
-                         f"pairs >= 0")
-    for opt in ("connect_timeout", "probe_timeout", "collective_timeout"):
+    for opt in ("connect_timeout", "probe_timeout"):
         if config.getoption(opt) <= 0:
             raise InputError(f"--{opt.replace('_', '-')} {config.getoption(opt)}: expected seconds > 0")
 
@@ -143,39 +114,6 @@ def _refuse_xdist(config) -> None:
                 f"{flag} {val}: pytest-xdist is not supported for acceptance runs: signoff measures "
                 f"every host at once in one process (--max-parallel); workers would each measure "
                 f"again, beside one another. Run without {flag}.")
-
-
-def all_pairs_plan(config, n_hosts: int, prof) -> tuple[str, bool]:
-    """What --net-pairs all costs on these hosts, said before it starts, and whether it is
-    above --net-pairs-max (every pair is its own check: O(N^2) of them)."""
-    pairs, rnds = all_pairs_cost(n_hosts)
-    t = prof.criteria.get("net_pair_bandwidth") if prof else None
-    dur = t.extra.get("duration", PAIR_DURATION_S) if t else PAIR_DURATION_S
-    whose = f"net_pair_bandwidth.duration of profile {prof.name}" if t else \
-        f"{PAIR_DURATION_S} s where the profile sets no duration"
-    m, sec = divmod(rnds * dur, 60)
-    cost = (f"--net-pairs all: {n_hosts} hosts make {pairs} host pairs in {rnds} rounds of {dur} s "
-            f"({whose}): about {f'{m} min ' if m else ''}{sec} s of measuring, plus each round's "
-            f"start-up")
-    return cost, pairs > config.getoption("net_pairs_max")
-
-
-def _check_pairs(config, inv: inventory.Inventory, prof) -> None:
-    if config.getoption("net_pairs") != "all":
-        return
-    cost, over = all_pairs_plan(config, len(inv.hosts), prof)
-    if over:
-        cap = config.getoption("net_pairs_max")
-        raise InputError(f"{cost}; that is above --net-pairs-max {cap}: pass --net-pairs-max "
-                         f"{all_pairs_cost(len(inv.hosts))[0]} to run them all, or use --net-pairs "
-                         f"ring ({len(ring_pairs([h.name for h in inv.hosts]))} pairs)")
-
-
-def pytest_report_header(config):
-    if STATE in config.stash and config.getoption("net_pairs") == "all":
-        st = config.stash[STATE]
-        return [all_pairs_plan(config, len(st.inventory.hosts), st.profile)[0]]
-    return None
 
 
 def _load_inventory(config) -> inventory.Inventory:
@@ -198,7 +136,7 @@ def pytest_configure(config):
         inv = _load_inventory(config)
         arg = config.getoption("profile")
         prof = None if arg == "auto" else profiles.load(arg)
-        _check_pairs(config, inv, prof)
+        config.hook.pytest_signoff_check_options(config=config, inventory=inv, profile=prof)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = State(inv, prof, arg, run_id=new_run_id())
@@ -253,22 +191,20 @@ def pytest_sessionfinish(session):
 SELECTED = pytest.StashKey[dict]()
 
 
-def selected_hosts(session, path, tests: tuple[str, ...] = ()) -> list[str]:
-    """The hosts that have a selected check in test file `path` (-k may select a few), of the
-    test functions named in `tests` if given: the hosts a family measures at once."""
+def selected_hosts(session, tests: tuple[str, ...]) -> list[str]:
+    """The hosts that have a selected check among the test functions named `tests` (-k may
+    select a few): the hosts a family measures at once. Test names are unique in acceptance/
+    (each is a criterion of the sign-off sheet)."""
     cache = session.stash.setdefault(SELECTED, {})  # each check asks: once per run, not per check
-    key = (str(path), tests)
-    if key not in cache:
-        here = Path(path).resolve()
+    if tests not in cache:
         names: dict[str, None] = {}
         for item in session.items:
             spec = getattr(item, "callspec", None)
             if spec and "host" in spec.params and spec.params["host"] not in names and \
-                    (not tests or getattr(item, "originalname", item.name) in tests) and \
-                    Path(item.path).resolve() == here:
+                    getattr(item, "originalname", item.name) in tests:
                 names[spec.params["host"]] = None
-        cache[key] = list(names)
-    return cache[key]
+        cache[tests] = list(names)
+    return cache[tests]
 
 
 class Terminal:
@@ -322,20 +258,20 @@ class Terminal:
             self.open, self.width = not final, self.tr._tw.width_of_current_line
 
 
-def host_pairs(config) -> list[tuple[str, str]]:
-    names = [h.name for h in config.stash[STATE].inventory.hosts]
-    return (all_pairs if config.getoption("net_pairs") == "all" else ring_pairs)(names)
+def parametrized(config) -> dict[str, list[tuple]]:
+    """{fixture: [(value, id), ...]}: `host` (every inventory host), then the families' own."""
+    inv = config.stash[STATE].inventory
+    out = {"host": [(h.name, h.name) for h in inv.hosts]}
+    for extra in config.hook.pytest_signoff_parametrize(config=config, inventory=inv):
+        out.update(extra)
+    return out
 
 
 def pytest_generate_tests(metafunc):
-    if "host" in metafunc.fixturenames:
-        names = [h.name for h in metafunc.config.stash[STATE].inventory.hosts]
-        metafunc.parametrize("host", names, ids=names, indirect=True)
-    if "pair" in metafunc.fixturenames:
-        # one host has no pair: a single N.A. case rather than an empty (silently skipped) set
-        pairs = host_pairs(metafunc.config) or [None]
-        ids = [pair_id(*p) if p else "single-host" for p in pairs]
-        metafunc.parametrize("pair", pairs, ids=ids)
+    for fixture, cases in parametrized(metafunc.config).items():
+        if fixture in metafunc.fixturenames:
+            metafunc.parametrize(fixture, [v for v, _ in cases], ids=[i for _, i in cases],
+                                 indirect=fixture == "host")
 
 
 @dataclass
@@ -431,16 +367,6 @@ def profile(pytestconfig, fleet) -> profiles.Profile:
     return state.profile
 
 
-@pytest.fixture(scope="session")
-def network(pytestconfig, fleet) -> Network:
-    return Network(fleet, pytestconfig.getoption("net_port"))
-
-
-@pytest.fixture(scope="session")
-def pairs(pytestconfig) -> list[tuple[str, str]]:
-    return host_pairs(pytestconfig)
-
-
 @pytest.fixture
 def host(request, fleet) -> HostView:
     name = request.param
@@ -525,10 +451,9 @@ class Recorder:
     def partial(self, records: list[dict]) -> str | None:
         """Why this run is not the whole sign-off sheet, if it is not: every check of
         acceptance/ for every host it applies to must have been judged, whatever the flags."""
-        names = [h.name for h in self.state.inventory.hosts]
-        pair_ids = [pair_id(*p) for p in host_pairs(self.config)]
+        cols = {f: [i for _, i in cases] for f, cases in parametrized(self.config).items()}
         judged = {(r["criterion"], r["host"]) for r in records}
-        missing = [e for e in sheet.expected(ROOT / "acceptance", names, pair_ids) if e not in judged]
+        missing = [e for e in sheet.expected(ROOT / "acceptance", cols) if e not in judged]
         if not missing:
             return None
         self.state.results.set_meta(not_judged=[f"{c}[{h}]" for c, h in missing])
@@ -591,9 +516,8 @@ class Recorder:
         prefix.extend([report.verdict_block(doc["verdict"] or "INCOMPLETE", doc["meta"]),
                        report.status_counts(doc["results"]),
                        report.summary_table(doc["results"]),
-                       report.network_section(doc["results"]),
                        report.notes_section(doc),
-                       report.versions_matrix(doc["hosts"]),
+                       *self.config.hook.pytest_signoff_report_sections(doc=doc, profile=self.state.profile),
                        report.profile_block(self.state.profile)])
 
     @pytest.hookimpl(optionalhook=True)

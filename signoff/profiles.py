@@ -10,65 +10,20 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError
-from signoff import soak as soak_rules
+from signoff import InputError, families
+from signoff.units import version_tuple
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "thresholds"
-TOP_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria", "soak"}
+CORE_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria"}
 HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
                  "nvlinks", "pcie_gen", "pcie_width"}  # per GPU: NVLinks, PCIe link of the class
 INTERCONNECTS = {"nvlink", "pcie", "any"}
 LIMIT_KEYS = ("min", "max", "equals")
 
-# Every criterion a profile may set: its value type and any extra keys it takes.
-CRITERIA: dict[str, dict] = {
-    # branches: the published minimum of each current driver branch (a driver is judged
-    # against its own branch's, not only the oldest branch's)
-    "nvidia_driver_version": {"type": "version", "extra": ("branches",)},
-    "cuda_driver_version": {"type": "version"},
-    "row_remap_uncorrectable": {"type": "number", "ops": ("max",)},
-    "power_limit": {"type": "number"},  # W, every GPU's enforced limit: the class's rated one
-    # judged at `size`; `sweep` = [smallest, largest] message, x2 steps
-    "allreduce_busbw": {"type": "number", "extra": ("size", "sweep")},
-    "p2p_bandwidth": {"type": "number"},  # slowest GPU pair, unidirectional copy
-    "p2p_uniformity": {"type": "number"},  # slowest pair / median pair of the host
-    # sustained load (signoff/soak.py, docs/soak.md); the load itself is the `soak:` section
-    "soak_gpu_temp": {"type": "number", "ops": ("max",), "extra": ("hold",)},  # sustained: held `hold` s
-    "soak_mem_temp": {"type": "number", "ops": ("max",), "extra": ("hold",)},
-    # samples with a failing reason; % clock drop, hot vs cool
-    "soak_throttle": {"type": "number", "ops": ("max",), "extra": ("reasons",)},
-    "soak_clock_stability": {"type": "number", "ops": ("max",), "extra": ("correlation",)},
-    "soak_gemm_tflops": {"type": "number"},  # per GPU, mean after warm-up
-    "soak_gemm_straggler": {"type": "number"},  # GPU / the host's median GPU
-    "soak_errors": {"type": "number", "ops": ("max",)},  # new uncorrectable ECC errors, XIDs, failed loads
-    # storage read throughput, GB/s: one host alone, all hosts at once (signoff/storage.py)
-    "storage_read_seq": {"type": "number", "extra": ("size", "bs", "jobs", "iodepth", "runtime",
-                                                     "alone_sample")},
-    "storage_read_small": {"type": "number", "extra": ("files", "file_size", "bs", "jobs", "runtime",
-                                                       "alone_sample")},
-    "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per", "node_min")},
-    # inter-node: per-port line rate of the fabric the profile names
-    "nic_rate": {"type": "number", "extra": ("fabric", "ports")},
-    # host-to-host throughput: unit "x line rate" (of the detected one) or "Gb/s"
-    "net_pair_bandwidth": {"type": "number", "extra": ("streams", "duration", "tool")},
-    "multinode_allreduce_busbw": {"type": "number", "extra": ("size", "sweep", "algo")},
-}
 
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_size(text) -> int:
-    """'8G' / '1MiB' / 1048576 -> bytes (binary units, as nccl-tests' -b/-e)."""
-    m = re.fullmatch(r"(\d+)\s*([KMG]?)(?:I?B)?", str(text).strip().upper())
-    if not m:
-        raise ValueError(f"not a size: {text!r} (expected e.g. 1M, 8G)")
-    return int(m.group(1)) * _UNITS[m.group(2)]
-
-
-def version_tuple(text) -> tuple:
-    """'580.159.04' -> (580, 159, 4); 12040 (NVML CUDA int) is not handled here."""
-    return tuple(int(p) for p in re.findall(r"\d+", str(text)))
+def top_keys() -> set[str]:
+    """The profile's own keys and the sections families own (soak:)."""
+    return CORE_KEYS | set(families.sections())
 
 
 @dataclass(frozen=True)
@@ -83,7 +38,7 @@ class Threshold:
 
     def ok(self, measured) -> bool:
         a, b = measured, self.value
-        if CRITERIA[self.criterion]["type"] == "version":
+        if families.criteria()[self.criterion]["type"] == "version":
             a, b = version_tuple(a), version_tuple(b)
         if self.op == "min":
             if self.extra.get("branches"):  # its own branch's minimum, not only the oldest's
@@ -126,7 +81,7 @@ class Profile:
     hardware: dict = field(default_factory=dict)
     criteria: dict[str, Threshold] = field(default_factory=dict)
     chain: list[str] = field(default_factory=list)
-    soak: dict = field(default_factory=dict)  # the sustained load: duration, warmup, interval, matrix
+    sections: dict = field(default_factory=dict)  # family sections (soak: the sustained load)
 
     def threshold(self, criterion: str) -> Threshold:
         """The threshold for a criterion; a missing one is an error, not a pass."""
@@ -136,6 +91,10 @@ class Profile:
                 f"add criteria.{criterion} with a limit, unit and source"
             )
         return self.criteria[criterion]
+
+    def section(self, key: str) -> dict:
+        """A family's section of the profile (e.g. soak:), {} where the profile sets none."""
+        return self.sections.get(key, {})
 
     @property
     def gpu_required(self) -> bool:
@@ -160,9 +119,10 @@ def _read(path: Path) -> dict:
         raise InputError(f"profile {path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise InputError(f"profile {path}: expected a mapping at top level")
-    unknown = sorted(set(data) - TOP_KEYS)
+    unknown = sorted(set(data) - top_keys())
     if unknown:
-        raise InputError(f"{_where(path, unknown[0])}: unknown key (allowed: {', '.join(sorted(TOP_KEYS))})")
+        raise InputError(f"{_where(path, unknown[0])}: unknown key "
+                         f"(allowed: {', '.join(sorted(top_keys()))})")
     return data
 
 
@@ -204,11 +164,12 @@ def _check_hardware(hw, path):
 
 def _threshold(name, spec, path, profile) -> Threshold:
     w = _where(path, f"criteria.{name}")
-    if name not in CRITERIA:
-        raise InputError(f"{w}: unknown criterion (known: {', '.join(sorted(CRITERIA))})")
+    known = families.criteria()
+    if name not in known:
+        raise InputError(f"{w}: unknown criterion (known: {', '.join(sorted(known))})")
     if not isinstance(spec, dict):
         raise InputError(f"{w}: expected a mapping with one of min/max/equals, unit and source")
-    allowed = set(LIMIT_KEYS) | {"unit", "source"} | set(CRITERIA[name].get("extra", ()))
+    allowed = set(LIMIT_KEYS) | {"unit", "source"} | set(known[name].get("extra", ()))
     unknown = sorted(set(spec) - allowed)
     if unknown:
         raise InputError(f"{w}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
@@ -217,10 +178,10 @@ def _threshold(name, spec, path, profile) -> Threshold:
         raise InputError(f"{w}: needs exactly one threshold (min, max or equals); got {limits or 'none'}")
     op, value = limits[0], spec[limits[0]]
     # the direction is the criterion's, not the file's: `max:` on a bandwidth would pass anything
-    ops = CRITERIA[name].get("ops", ("min",))
+    ops = known[name].get("ops", ("min",))
     if op not in ops:
         raise InputError(f"{w}.{op}: {name} takes {' or '.join(ops)}, not {op}")
-    kind = CRITERIA[name]["type"]
+    kind = known[name]["type"]
     if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise InputError(f"{w}.{op}: expected a number, got {value!r}")
     if kind == "version" and not isinstance(value, str):  # YAML reads 525.60 as 525.6
@@ -231,51 +192,10 @@ def _threshold(name, spec, path, profile) -> Threshold:
         if not isinstance(spec.get(key), str) or not spec[key].strip():
             raise InputError(f"{w}.{key}: missing (every threshold needs a unit and a source)")
     extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source")}
-    if name.startswith("soak_"):
-        try:
-            soak_rules.check_extra(name, extra)
-        except ValueError as exc:
-            raise InputError(f"{w}.{exc}") from None
-    if name in ("allreduce_busbw", "multinode_allreduce_busbw"):
-        _check_sweep(extra, w)
-    if "branches" in extra:
-        _check_branches(extra["branches"], value, w)
-    if name == "nic_rate" and extra.get("fabric") not in ("ethernet", "infiniband"):
-        raise InputError(f"{w}.fabric: expected ethernet or infiniband, got {extra.get('fabric')!r}")
-    if name.startswith("storage_"):
-        from signoff.storage import check_extra  # (signoff.storage imports this module)
-        check_extra(name, extra, w)
+    check = getattr(families.family(name), "check_extra", None)
+    if check:  # the family's own rules for its extra keys
+        check(name, value, extra, w)
     return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra)
-
-
-def _check_branches(branches, floor: str, where: str) -> None:
-    """A list of quoted versions, one per branch (major number), none below the floor."""
-    if not isinstance(branches, list) or not branches or \
-            not all(isinstance(b, str) and version_tuple(b) for b in branches):
-        raise InputError(f"{where}.branches: expected a list of quoted versions, one per driver "
-                         f"branch (e.g. ['535.309.01', '570.211.01']), got {branches!r}")
-    majors = [version_tuple(b)[0] for b in branches]
-    if len(set(majors)) != len(majors):
-        raise InputError(f"{where}.branches: one minimum per branch; {branches} repeats one")
-    if min(version_tuple(b) for b in branches) < version_tuple(floor):
-        raise InputError(f"{where}.branches: {min(branches, key=version_tuple)} is below the "
-                         f"threshold's min {floor}")
-
-
-def _check_sweep(extra: dict, where: str) -> None:
-    """The reference size must be one of the swept sizes (x2 steps from the smallest)."""
-    if "size" not in extra:
-        raise InputError(f"{where}.size: missing (the message size the threshold applies to)")
-    sweep = extra.get("sweep", ["1M", "8G"])
-    try:
-        lo, hi = (parse_size(s) for s in sweep)
-        size = parse_size(extra["size"])
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"{where}: {exc}") from None
-    if not lo <= size <= hi or (size // lo) & (size // lo - 1) or size % lo:
-        raise InputError(f"{where}.size: {extra['size']} is not among the swept sizes "
-                         f"{sweep[0]}..{sweep[1]} (x2 steps)")
-    extra["sweep"] = [str(s) for s in sweep]
 
 
 def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> Profile:
@@ -309,16 +229,10 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
             del criteria[cname]
             continue
         criteria[cname] = _threshold(cname, spec, path, name)
-    soak = dict(parent.soak) if parent else {}
-    if data.get("soak") is not None:
-        if not isinstance(data["soak"], dict):
-            raise InputError(f"{_where(path, 'soak')}: expected a mapping of "
-                             f"{', '.join(soak_rules.SOAK_KEYS)}")
-        try:
-            soak.update(soak_rules.check_section(data["soak"]))
-            soak_rules.plan(soak)
-        except ValueError as exc:
-            raise InputError(f"{_where(path, 'soak')}.{exc}") from None
+    sections = dict(parent.sections) if parent else {}
+    for key, merge in families.sections().items():
+        if data.get(key) is not None:
+            sections[key] = merge(sections.get(key, {}), data[key], _where(path, key))
     return Profile(
         name=name,
         path=str(path),
@@ -327,7 +241,7 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
         hardware=hardware,
         criteria=criteria,
         chain=[*(parent.chain if parent else []), name],
-        soak=soak,
+        sections=sections,
     )
 
 

@@ -1,5 +1,6 @@
 """HTML fragments for the pytest-html report: verdict, per-criterion summary (and the host x
-criterion matrix on small clusters), versions with the odd values marked, the profile used."""
+criterion matrix on small clusters), notes on the hosts, the profile used. The families add
+their own sections (pytest_signoff_report_sections)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import statistics
 from collections import Counter
 from html import escape
 
-from signoff import hostlist, parity
+from signoff import hostlist
 from signoff.results import ALL, STATUSES
 
 STYLE = """<style>
@@ -19,14 +20,14 @@ STYLE = """<style>
 </style>"""
 
 
-def _cls(status: str) -> str:
+def status_class(status: str) -> str:
     return "so-" + status.replace(".", "").replace(" ", "")
 
 
 def verdict_block(verdict: str, meta: dict) -> str:
     hosts = hostlist.fold(meta.get("hosts", []))
     return (f"{STYLE}<h2>Sign-off verdict</h2>"
-            f"<div class='so-verdict {_cls('PASS' if verdict == 'PASS' else 'FAIL')}'>"
+            f"<div class='so-verdict {status_class('PASS' if verdict == 'PASS' else 'FAIL')}'>"
             f"{escape(verdict)}</div>"
             f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
             f"({escape(str(meta.get('profile_class', '')))}); hosts: {escape(hosts)}; "
@@ -100,8 +101,8 @@ def criteria_summary(records: list[dict]) -> str:
     rows = []
     for c, recs in by.items():
         st = criterion_stats(recs)
-        counts = "".join(f"<td class='{_cls(s)}'>{st['counts'][s]}</td>" if st["counts"][s] else "<td>0</td>"
-                         for s in STATUSES)
+        counts = "".join(f"<td class='{status_class(s)}'>{st['counts'][s]}</td>"
+                         if st["counts"][s] else "<td>0</td>" for s in STATUSES)
         worst = [f"<b>{s}</b> {escape(hosts_text(h))}" for s, h in st["problems"].items()]
         if st["bad_end"]:
             end = "lowest" if st["direction"] > 0 else "highest"
@@ -132,7 +133,7 @@ def host_matrix(records: list[dict]) -> str:
                 continue
             measured = "" if r.get("measured") is None else f"<br>{escape(str(r['measured']))}"
             title = escape(r.get("message") or "", quote=True)
-            tds.append(f"<td class='{_cls(r['status'])}' title='{title}'>"
+            tds.append(f"<td class='{status_class(r['status'])}' title='{title}'>"
                        f"{r['status']}{measured}</td>")
         rows.append(f"<tr><th>{escape(c)}</th>{''.join(tds)}</tr>")
     return (f"<h2>Host &times; criterion</h2><table class='so-table'><tr><th>criterion</th>"
@@ -145,7 +146,8 @@ def problem_tables(records: list[dict]) -> str:
     out = []
     for c in dict.fromkeys(r["criterion"] for r in records):
         recs = [r for r in records if r["criterion"] == c and r["status"] in PROBLEMS]
-        rows = "".join(f"<tr class='{_cls(r['status'])}'><td>{escape(r['host'])}</td><td>{r['status']}</td>"
+        rows = "".join(f"<tr class='{status_class(r['status'])}'><td>{escape(r['host'])}</td>"
+                       f"<td>{r['status']}</td>"
                        f"<td>{escape(_fmt(r.get('measured')))}</td>"
                        f"<td>{escape(r.get('message') or '')}</td></tr>"
                        for r in sorted(recs, key=lambda r: (PROBLEMS.index(r["status"]), r["host"])))
@@ -169,59 +171,6 @@ def summary_table(records: list[dict]) -> str:
             + (problem_tables(records) or "<p>none</p>"))
 
 
-def versions_matrix(hosts: dict[str, dict]) -> str:
-    ok = {h: f for h, f in hosts.items() if "error" not in f}
-    per_host = {h: parity.versions(f) for h, f in ok.items()}
-    odd = parity.odd_cells(per_host) if len(per_host) > 1 else set()
-    for h, f in ok.items():  # the GPUs, as one more field
-        gpus = (f.get("nvidia") or {}).get("gpus") or []
-        per_host[h]["gpus"] = f"{len(gpus)} x {gpus[0]['name']}" if gpus else "no GPU"
-    errors = "".join(f"<li>{escape(h)}: {escape(f['error'])}</li>"
-                     for h, f in sorted(hosts.items()) if "error" in f)
-    labels = {**{k: label for k, (label, _) in parity.FIELDS.items()}, "gpus": "GPUs"}
-    if len(hosts) <= MATRIX_MAX_HOSTS:
-        table = _versions_per_host(hosts, per_host, odd, labels)
-    else:
-        table = _versions_per_value(hosts, per_host, odd, labels)
-    return (f"<h2>Versions across hosts</h2><p>Marked cells differ from the majority.</p>{table}"
-            + (f"<h3>Hosts that could not be probed</h3><ul>{errors}</ul>" if errors else ""))
-
-
-def _versions_per_host(hosts, per_host, odd, labels) -> str:
-    names = sorted(hosts)
-    head = "".join(f"<th>{escape(h)}</th>" for h in names)
-    rows = []
-    for field, label in labels.items():
-        tds = []
-        for h in names:
-            if h not in per_host:
-                tds.append("<td class='so-ERROR'>unreachable</td>")
-            else:
-                cls = " class='so-odd'" if (h, field) in odd else ""
-                tds.append(f"<td{cls}>{escape(str(per_host[h][field]))}</td>")
-        rows.append(f"<tr><th>{escape(label)}</th>{''.join(tds)}</tr>")
-    return f"<table class='so-table'><tr><th></th>{head}</tr>{''.join(rows)}</table>"
-
-
-def _versions_per_value(hosts, per_host, odd, labels) -> str:
-    """Per field, each distinct value with the hosts holding it (folded), the most common first."""
-    rows = []
-    for field, label in labels.items():
-        holders: dict[str, list[str]] = {}
-        for h, v in per_host.items():
-            holders.setdefault(str(v[field]), []).append(h)
-        cells = []
-        for value, hs in sorted(holders.items(), key=lambda x: -len(x[1])):
-            cls = " class='so-odd'" if any((h, field) in odd for h in hs) else ""
-            cells.append(f"<td{cls}><b>{escape(value)}</b>: {len(hs)} hosts, {escape(hosts_text(hs))}</td>")
-        rows.append(f"<tr><th>{escape(label)}</th>{''.join(cells)}</tr>")
-    unreachable = sorted(set(hosts) - set(per_host))
-    if unreachable:
-        rows.append(f"<tr><th>unreachable</th><td class='so-ERROR'>{len(unreachable)} hosts, "
-                    f"{escape(hosts_text(unreachable))}</td></tr>")
-    return f"<table class='so-table'>{''.join(rows)}</table>"
-
-
 def profile_block(profile) -> str:
     if profile is None:
         return "<h2>Profile</h2><p>not resolved</p>"
@@ -233,38 +182,6 @@ def profile_block(profile) -> str:
             f"file {escape(profile.path)}; inherits {' &rarr; '.join(map(escape, profile.chain))}"
             f"<br>hardware class: {escape(hw)}</p><table class='so-table'>"
             f"<tr><th>criterion</th><th>threshold</th><th>source</th></tr>{rows}</table>")
-
-
-def _pct(fraction) -> str:
-    return "" if fraction is None else f"{100 * fraction:.0f} %"
-
-
-def network_section(records: list[dict]) -> str:
-    """Per host pair: throughput as % of line rate; and the multi-node bisection."""
-    pairs = [r for r in records if r["criterion"] == "net_pair_bandwidth" and r.get("details")]
-    multi = next((r for r in records if r["criterion"] == "multinode_allreduce"), None)
-    if not pairs and not multi:
-        return ""
-    rows = "".join(
-        f"<tr class='{_cls(r['status'])}'><td>{escape(r['host'])}</td>"
-        f"<td>{escape(str(d.get('tool')))} ({d.get('streams')} streams, {d.get('duration')} s)</td>"
-        f"<td>{d.get('gbps')}</td><td>{d.get('line_rate_gbps')}</td>"
-        f"<td>{_pct(d.get('fraction'))}</td>"
-        f"<td>{r['status']}</td></tr>"
-        for r in pairs for d in [r["details"]])
-    out = ("<h2>Network</h2><table class='so-table'><tr><th>pair (sender-&gt;receiver)</th>"
-           "<th>tool</th><th>Gb/s</th><th>line rate Gb/s</th><th>% of line rate</th><th></th></tr>"
-           f"{rows}</table>")
-    bis = ((multi or {}).get("details") or {}).get("bisection")
-    if multi:
-        out += (f"<p>Multi-node all-reduce: <b>{multi['status']}</b> "
-                f"{escape(str(multi.get('measured') or ''))} {escape(multi.get('unit') or '')}</p>")
-    if bis:
-        named = ", ".join(bis["slow_hosts"] + bis["slow_links"]) or "no single host or link"
-        cells = "".join(f"<tr><td>{escape(p)}</td><td>{bw}</td></tr>" for p, bw in bis["pairs"].items())
-        out += (f"<p>Bisection (2-host all-reduce per ring pair): slow <b>{escape(named)}</b></p>"
-                f"<table class='so-table'><tr><th>pair</th><th>busbw GB/s</th></tr>{cells}</table>")
-    return out
 
 
 def host_notes(doc: dict) -> list[str]:
@@ -299,6 +216,6 @@ _HIDE_PYTEST_COUNTS = ("<style>.summary__data>.run-count,.summary__data>.filter,
 
 def status_counts(records: list[dict]) -> str:
     counts = Counter(r["status"] for r in records)
-    parts = ", ".join(f"<span class='{_cls(s)}' data-status='{s}'>{counts[s]} {s}</span>"
+    parts = ", ".join(f"<span class='{status_class(s)}' data-status='{s}'>{counts[s]} {s}</span>"
                       for s in STATUSES if counts[s])
     return f"{_HIDE_PYTEST_COUNTS}<p class='so-counts'>{len(records)} checks: {parts}</p>"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from signoff.results import ALL
 
-PER_HOST, PER_PAIR = "host", "pair"
+PER_HOST = "host"
 
 
 def _fixtures(tree: ast.Module) -> dict[str, list[str]]:
@@ -35,15 +35,16 @@ def _closure(args: list[str], fixtures: dict[str, list[str]]) -> set[str]:
     return seen
 
 
-def _scope(args: list[str], fixtures: dict[str, list[str]]) -> str | None:
-    """PER_HOST if `host` is in the fixture closure (as plugin.pytest_generate_tests sees it),
-    else PER_PAIR for `pair`, else None (one cluster-wide entry)."""
+def _scope(args: list[str], fixtures: dict[str, list[str]], params) -> str | None:
+    """The first parametrised fixture (`host` first, as plugin.pytest_generate_tests sees it)
+    in the fixture closure, else None (one cluster-wide entry)."""
     reached = _closure(args, fixtures)
-    return next((s for s in (PER_HOST, PER_PAIR) if s in reached), None)
+    return next((s for s in params if s in reached), None)
 
 
-def checks(acceptance: Path) -> list[tuple[str, str | None]]:
-    """(criterion, scope) for every test function of acceptance/test_*.py."""
+def checks(acceptance: Path, params=(PER_HOST,)) -> list[tuple[str, str | None]]:
+    """(criterion, scope) for every test function of acceptance/test_*.py; `params` are the
+    fixtures checks are parametrised by, in order."""
     conftest = acceptance / "conftest.py"
     shared = _fixtures(ast.parse(conftest.read_text())) if conftest.exists() else {}
     out = []
@@ -52,11 +53,13 @@ def checks(acceptance: Path) -> list[tuple[str, str | None]]:
         fixtures = {**shared, **_fixtures(tree)}
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                out.append((node.name[len("test_"):], _scope([a.arg for a in node.args.args], fixtures)))
+                out.append((node.name[len("test_"):],
+                            _scope([a.arg for a in node.args.args], fixtures, params)))
     return out
 
 
-def expected(acceptance: Path, hosts: list[str], pair_ids: list[str]) -> list[tuple[str, str]]:
-    """(criterion, host column) of every entry the sheet holds for these hosts."""
-    cols = {PER_HOST: hosts, PER_PAIR: pair_ids or ["single-host"], None: [ALL]}
-    return [(c, h) for c, scope in checks(acceptance) for h in cols[scope]]
+def expected(acceptance: Path, cols: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """(criterion, host column) of every entry the sheet holds: `cols` maps each parametrised
+    fixture (host, pair, ...) to its ids."""
+    cols = {**cols, None: [ALL]}
+    return [(c, h) for c, scope in checks(acceptance, [k for k in cols if k]) for h in cols[scope]]

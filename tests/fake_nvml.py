@@ -1,4 +1,4 @@
-"""A stand-in for the `pynvml` module, enough for signoff/probes/soak.py: GPUs heat up under
+"""A stand-in for the `pynvml` module, enough for signoff/soak/probe_soak.py: GPUs heat up under
 load towards a set temperature, sit at the power cap with reason 0x4, and can be told to
 throttle, lose an XID or an ECC error. Values follow shared/reference/thresholds.md."""
 

@@ -1,6 +1,6 @@
 """Diagnosis of a low all-reduce from recorded probe documents (the shapes the probes print)."""
 
-from signoff import diagnose
+from signoff.interconnect import diagnose
 
 
 def gpu(i, links=18, up=18):

@@ -129,7 +129,7 @@ def test_missing_gemm_figure_is_an_error_not_na(tmp_path):
 def test_sysinfo_keeps_unreadable_links_and_reads_power_limits():
     """The probe's NVML reads, against a stand-in for pynvml (no GPU here): a link whose state
     query errors is counted and named, a link that does not exist is not."""
-    spec = importlib.util.spec_from_file_location("sysinfo", ROOT / "signoff/probes/sysinfo.py")
+    spec = importlib.util.spec_from_file_location("sysinfo", ROOT / "signoff/gpu/probe_sysinfo.py")
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
 

@@ -15,8 +15,9 @@ import pytest
 from lab import Lab
 from test_lab_acceptance import _only, accept, by_key
 
-from signoff import inventory, plots
+from signoff import inventory
 from signoff.fleet import Fleet, ProbeError
+from signoff.interconnect import plots
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 

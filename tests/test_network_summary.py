@@ -1,6 +1,6 @@
 """summarise(): who caused a failed multi-node all-reduce; ranks signoff stopped are not blamed."""
 
-from signoff.network import summarise
+from signoff.network.judge import summarise
 from signoff.transport import CommandResult, HostUnreachable
 
 

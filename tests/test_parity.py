@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.parity import FIELDS, deviations, majority, odd_cells, same_machine, versions
+from signoff.versions.parity import FIELDS, deviations, majority, odd_cells, same_machine, versions
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 

@@ -8,6 +8,7 @@ import statistics
 
 from signoff import report
 from signoff.results import ALL
+from signoff.versions.report import versions_matrix
 
 BUSBW = {"expected": ">= 100 GB/s", "unit": "GB/s", "source": "thresholds.md"}
 TEMP = {"expected": "<= 85 C", "unit": "C", "source": "thresholds.md"}
@@ -111,7 +112,7 @@ def facts(kernel="6.1.0", gpus=8):
 def test_versions_at_1000_hosts_are_values_with_their_hosts():
     hosts = {f"node{i:04d}": facts(kernel="6.8.0" if i == 42 else "6.1.0") for i in range(1, 1001)}
     hosts["node0777"] = {"error": "node0777: unreachable"}
-    html = report.versions_matrix(hosts)
+    html = versions_matrix(hosts)
     assert len(html) < 20_000, len(html)
     assert "<td><b>6.1.0</b>: 998 hosts, node[0001-0041,0043-0776,0778-1000]</td>" in html
     assert "<td class='so-odd'><b>6.8.0</b>: 1 hosts, node0042</td>" in html
@@ -120,7 +121,7 @@ def test_versions_at_1000_hosts_are_values_with_their_hosts():
 
 
 def test_versions_of_few_hosts_stay_per_host():
-    html = report.versions_matrix({"a1": facts(), "a2": facts(kernel="6.8.0"), "a3": facts()})
+    html = versions_matrix({"a1": facts(), "a2": facts(kernel="6.8.0"), "a3": facts()})
     assert "<th>a1</th><th>a2</th><th>a3</th>" in html
     assert html.count("class='so-odd'>6.8.0") == 1
 

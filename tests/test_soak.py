@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from fake_nvml import FakeGPU, FakeNV
 
-from signoff import InputError, profiles, soak, soakplots
-from signoff.soak import Series
+from signoff import InputError, profiles
+from signoff.soak import judge as soak
+from signoff.soak import plots as soakplots
+from signoff.soak.judge import Series
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = profiles.load("h200-4x-nvlink")
@@ -74,7 +76,7 @@ def test_power_cap_only_burn_passes_every_criterion():
     thr = soak.judge_throttle(s)
     assert thr.failures == [] and thr.measured == 0
     assert thr.notes == ["sw_power_cap (0x4) in 364/364 GPU samples (normal at full load)"]
-    plan = soak.plan(H200.soak, "90s")
+    plan = soak.plan(H200.section("soak"), "90s")
     clk = soak.judge_clock(s, plan["warmup"], limit("soak_clock_stability").value,
                            limit("soak_clock_stability").extra["correlation"])
     assert clk.failures == [], clk.details
@@ -91,7 +93,7 @@ def test_power_capped_h100_node_fails_the_soak():
     h100 = profiles.load("h100-8x-nvlink")
     s = series(n=8, temp=lambda g, t: 50, power=lambda g, t: 349.0,
                tflops=lambda g, t: None if t == 0 else 350.0)
-    plan = soak.plan(h100.soak, "90s")
+    plan = soak.plan(h100.section("soak"), "90s")
     gemm = soak.judge_gemm(s, plan["warmup"], h100.threshold("soak_gemm_tflops").value)
     assert len(gemm.failures) == 8 and gemm.failures[0] == "GPU 0: 350 TFLOP/s < 635"
     thr = soak.judge_throttle(s, soak.FAIL_REASONS, [350.0] * 8, h100.threshold("power_limit").value)
@@ -292,7 +294,7 @@ def test_soak_section_inherits_and_overrides(tmp_path):
         soak: {duration: 24h, warmup: 10m, interval: 5s}
     """))
     p = profiles.load(str(tmp_path / "signoff24h.yaml"))
-    assert p.soak == {"duration": 86400.0, "warmup": 600.0, "interval": 5.0, "matrix": 8192}
+    assert p.section("soak") == {"duration": 86400.0, "warmup": 600.0, "interval": 5.0, "matrix": 8192}
     inherited = profiles.load("h200-8x-nvlink").threshold("soak_gemm_tflops").value
     assert p.threshold("soak_gemm_tflops").value == inherited
     assert "soak_gemm_tflops" not in profiles.load("a100-8x-nvlink").criteria  # no measured source
@@ -311,7 +313,7 @@ def test_duration_override_shortens_a_long_warmup():
 # ------------------------------------------------ the probe's loop, on the CPU
 
 def load_probe():
-    spec = importlib.util.spec_from_file_location("soak_probe", ROOT / "signoff/probes/soak.py")
+    spec = importlib.util.spec_from_file_location("soak_probe", ROOT / "signoff/soak/probe_soak.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

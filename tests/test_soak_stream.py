@@ -23,10 +23,10 @@ from signoff import inventory
 from signoff.fleet import Fleet, HostSession
 from signoff.inventory import LOCAL, Host
 from signoff.results import Results, rebuild
-from signoff.soakrun import SoakRunner
+from signoff.soak.run import SoakRunner
 from signoff.transport import LocalTransport
 
-# Stands in for signoff/probes/soak.py: the same line protocol, no GPU. SOAK_MARK names its
+# Stands in for signoff/soak/probe_soak.py: the same line protocol, no GPU. SOAK_MARK names its
 # processes so that a test can tell whether one survived.
 FAKE_PROBE = textwrap.dedent("""\
     import json, sys, time
@@ -52,7 +52,7 @@ def fake_probe(tmp_path, monkeypatch):
     d = tmp_path / "probes"
     d.mkdir()
     (d / "soak.py").write_text(FAKE_PROBE)
-    monkeypatch.setattr("signoff.fleet.PROBE_DIR", d)
+    monkeypatch.setattr("signoff.families.probes", lambda: {"soak": d / "soak.py"})
     return d
 
 

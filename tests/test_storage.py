@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from signoff import InputError, inventory, profiles, storage
+from signoff import InputError, inventory, profiles
 from signoff.profiles import Threshold
+from signoff.storage import judge
+from signoff.storage import run as storage_run
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBE = ROOT / "signoff" / "probes" / "storage.py"
+PROBE = ROOT / "signoff" / "storage" / "probe_storage.py"
 SMALL = ["--size", "64M", "--jobs", "2", "--iodepth", "4", "--files", "256", "--file-size", "64K",
          "--runtime", "1"]
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount)")
@@ -54,28 +56,28 @@ def test_overlap_counts_only_the_window_where_every_host_reads():
     # a reads 1 GB/s from t=0..10, b 2 GB/s from t=2..12: common window 2..10
     a = [[float(t), t + 1.0, 1e9] for t in range(10)]
     b = [[t + 2.0, t + 3.0, 2e9] for t in range(10)]
-    ov = storage.overlap({"a": a, "b": b})
+    ov = judge.overlap({"a": a, "b": b})
     assert ov["window"] == [2.0, 10.0] and ov["seconds"] == 8.0
     assert ov["per_host"] == {"a": pytest.approx(1.0), "b": pytest.approx(2.0)}
     assert ov["aggregate"] == pytest.approx(3.0) and ov["coverage"] == pytest.approx(0.8)
     # an interval cut by the window counts pro rata
-    ov = storage.overlap({"a": [[0.0, 4.0, 4e9]], "b": [[3.0, 5.0, 2e9]]})
+    ov = judge.overlap({"a": [[0.0, 4.0, 4e9]], "b": [[3.0, 5.0, 2e9]]})
     assert ov["window"] == [3.0, 4.0] and ov["aggregate"] == pytest.approx(2.0)
 
 
 def test_hosts_that_never_overlap_have_no_window():
-    ov = storage.overlap({"a": [[0.0, 1.0, 1e9]], "b": [[5.0, 6.0, 1e9]]})
+    ov = judge.overlap({"a": [[0.0, 1.0, 1e9]], "b": [[5.0, 6.0, 1e9]]})
     assert ov["seconds"] == 0 and ov["coverage"] == 0 and ov["aggregate"] == 0
 
 
 def test_aggregate_minimum_scales_per_node_or_gpu():
     t = Threshold("storage_read_aggregate", "min", 0.5, "GB/s", "RA", "p", {"per": "node"})
-    assert storage.scaled(t, hosts=4, gpus=32).value == 2.0
-    assert "x 4 nodes" in storage.scaled(t, 4, 32).source
+    assert judge.scaled(t, hosts=4, gpus=32).value == 2.0
+    assert "x 4 nodes" in judge.scaled(t, 4, 32).source
     t = Threshold("storage_read_aggregate", "min", 0.1, "GB/s", "RA", "p", {"per": "gpu"})
-    assert storage.scaled(t, 4, 32).value == 3.2
+    assert judge.scaled(t, 4, 32).value == 3.2
     t = Threshold("storage_read_aggregate", "min", 7, "GB/s", "RA", "p", {})
-    assert storage.scaled(t, 4, 32).value == 7
+    assert judge.scaled(t, 4, 32).value == 7
 
 
 @pytest.mark.parametrize("knob, msg", [
@@ -115,13 +117,13 @@ def test_path_comes_from_the_option_then_the_inventory_then_the_temp_dir(tmp_pat
     fleet = SimpleNamespace(names=[h.name for h in hosts], probe_timeout=1,
                             sessions={h.name: SimpleNamespace(host=h) for h in hosts})
     prof = profiles.load("local")
-    run = storage.StorageRun(fleet, prof, None, False)
-    assert [run.target(n) for n in "abc"] == [storage.Target("/mnt/datasets", True),
-                                             storage.Target("/scratch", False),
-                                             storage.Target("@tmp", False)]
-    run = storage.StorageRun(fleet, prof, "/data", True)
-    assert {run.target(n) for n in "abc"} == {storage.Target("/data", True)}
-    assert run.runid != storage.StorageRun(fleet, prof, None, False).runid
+    run = storage_run.StorageRun(fleet, prof, None, False)
+    assert [run.target(n) for n in "abc"] == [storage_run.Target("/mnt/datasets", True),
+                                             storage_run.Target("/scratch", False),
+                                             storage_run.Target("@tmp", False)]
+    run = storage_run.StorageRun(fleet, prof, "/data", True)
+    assert {run.target(n) for n in "abc"} == {storage_run.Target("/data", True)}
+    assert run.runid != storage_run.StorageRun(fleet, prof, None, False).runid
     for bad, msg in [("storage_path: data", "expected an absolute directory"),
                      ("storage_readonly: yes please", "expected true or false")]:
         inv.write_text(f"hosts:\n  - {{name: a, {bad}}}\n")
@@ -137,7 +139,7 @@ def test_every_host_of_a_large_fleet_is_asked_at_once():
 
     names = [f"node{i:03d}" for i in range(300)]
     fleet = SimpleNamespace(names=names, probe_timeout=1, sessions={})
-    run = storage.StorageRun(fleet, profiles.load("local"), None, False)
+    run = storage_run.StorageRun(fleet, profiles.load("local"), None, False)
     together = threading.Barrier(len(names), timeout=20)
     got = run._each(lambda n: together.wait() >= 0, names)
     assert got == dict.fromkeys(names, True)
@@ -162,10 +164,10 @@ def test_mount_type_says_whether_other_hosts_may_share_the_path(fstype, shared):
 
 def test_the_sample_read_alone_is_spread_over_the_hosts_and_deterministic():
     names = [f"node{i:03d}" for i in range(1, 1001)]
-    assert storage.spread(names, 4) == ["node001", "node334", "node667", "node1000"]
-    assert storage.spread(names, 1) == ["node001"]
-    assert storage.spread(names[:3], 4) == names[:3]
-    assert storage.spread(names, 4) == storage.spread(list(names), 4)
+    assert judge.spread(names, 4) == ["node001", "node334", "node667", "node1000"]
+    assert judge.spread(names, 1) == ["node001"]
+    assert judge.spread(names[:3], 4) == names[:3]
+    assert judge.spread(names, 4) == judge.spread(list(names), 4)
 
 
 @pytest.mark.parametrize("bad", ["0", "two", "true"])
@@ -178,9 +180,9 @@ def test_alone_sample_is_a_positive_count(tmp_path, bad):
 
 
 def test_min_free_option_is_checked():
-    assert storage.min_free("10%") == "10%" and storage.min_free("50G") == "50G"
+    assert storage_run.min_free("10%") == "10%" and storage_run.min_free("50G") == "50G"
     with pytest.raises(InputError, match="--storage-min-free"):
-        storage.min_free("lots")
+        storage_run.min_free("lots")
 
 
 # ------------------------------------------------------------------ the probe on local disk
@@ -396,7 +398,7 @@ def test_killed_probe_leftovers_go_by_marker_name(tmp_path):
     claim = probe(tmp_path / "s", "claim", *common, "--need", "8M")
     assert claim["leftovers"] == [".signoff-other-run-h"]  # reported, never touched
     probe(tmp_path / "s", "prepare", *common)  # as if the probe had been SIGKILLed after this
-    cmd = storage.CLEAN.format(path=str(data), pattern="'.signoff-t6-*'")
+    cmd = storage_run.CLEAN.format(path=str(data), pattern="'.signoff-t6-*'")
     subprocess.run(["sh", "-c", cmd], check=True)
     assert marked(data) == [".signoff-other-run-h"]
 

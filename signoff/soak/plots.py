@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from signoff.plots import _png, plt
-from signoff.soak import FAIL_REASONS, REASON_BITS, Series, mask_of
+from signoff.figures import plt, png
+from signoff.soak.judge import FAIL_REASONS, REASON_BITS, Series, mask_of
 
 MAX_POINTS = 4000  # per line; longer soaks are plotted every k-th sample (the table uses all)
 
@@ -62,7 +62,7 @@ def timeseries(host: str, s: Series, gpus: list[dict], limits: dict, warmup: flo
     _reasons_strip(axes[-1], s, x, fail)
     axes[-1].set_xlabel(f"time since load start ({unit}); shaded: warm-up", fontsize=8)
     axes[0].set_title(f"{host}: sustained bf16 GEMM on {s.n} GPU(s)", fontsize=10)
-    return _png(fig)
+    return png(fig)
 
 
 def _hline(ax, y, color, label, ls):

@@ -1,6 +1,6 @@
 """Sustained-load (soak) judgement as pure functions over recorded sample series.
 
-A soak's samples (one per interval per GPU, as signoff/probes/soak.py streams them) are
+A soak's samples (one per interval per GPU, as probe_soak.py streams them) are
 kept column-wise in a `Series`; each criterion is a function of a Series and profile
 values, so it can be tested on recorded or synthetic series. docs/soak.md gives the rules.
 """

@@ -1,28 +1,9 @@
-"""Report figures as base64 PNG (matplotlib, no display)."""
+"""Interconnect figures: the all-reduce busbw curve and the GPU pair heatmaps."""
 
 from __future__ import annotations
 
-import base64
-import io
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def human_bytes(n: int) -> str:
-    for unit, k in (("G", 30), ("M", 20), ("K", 10)):
-        if n >= 1 << k and n % (1 << k) == 0:
-            return f"{n >> k}{unit}"
-    return str(n)
+from signoff.figures import plt, png
+from signoff.units import human_bytes
 
 
 def busbw_curve(host: str, rows: list[dict], limit: float | None, ref_bytes: int | None) -> str:
@@ -40,7 +21,7 @@ def busbw_curve(host: str, rows: list[dict], limit: float | None, ref_bytes: int
     ax.set_title(f"{host}: all-reduce bandwidth")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png(fig)
 
 
 def p2p_heatmap(host: str, n: int, matrix: dict, title: str, limit: float | None = None) -> str:
@@ -64,4 +45,12 @@ def p2p_heatmap(host: str, n: int, matrix: dict, title: str, limit: float | None
     ax.set_yticks(range(n))
     ax.set_title(f"{host}: {title} (GB/s)", fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8)
-    return _png(fig)
+    return png(fig)
+
+
+def allreduce_table(doc: dict) -> str:
+    rows = "".join(f"<tr><td>{human_bytes(r['bytes'])}</td><td>{r['time_us']:.1f}</td>"
+                   f"<td>{r['algbw']:.2f}</td><td>{r['busbw']:.2f}</td>"
+                   f"<td>{'ok' if r['correct'] else 'WRONG'}</td></tr>" for r in doc["rows"])
+    return ("<table class='so-table'><tr><th>size</th><th>time us</th><th>algbw GB/s</th>"
+            f"<th>busbw GB/s</th><th>result</th></tr>{rows}</table>")

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
-from signoff.soak import Series, human_duration
+from signoff.soak.judge import Series, human_duration
 
 TRACKED = ("temp", "mem_temp", "power")
 

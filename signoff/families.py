@@ -1,0 +1,66 @@
+"""The criterion families: every package under signoff/ whose __init__ declares CRITERIA.
+
+A family's __init__ (light: no controller imports, the profile loader reads it) declares
+  CRITERIA   {criterion: {"type": "number"|"version", "ops": ("min",) by default, "extra": keys}}
+  check_extra(criterion, extra, where)   optional: validate a threshold's extra keys (InputError)
+  SECTIONS   optional {top-level profile key: merge(inherited, section, where) -> dict}
+  PLUGIN     optional: its pytest plugin module (options, fixtures, the pytest_signoff_* hooks)
+  rebuild(report_dir, doc)   optional: what `python -m signoff.results rebuild` adds for it
+and its probes are signoff/<family>/probe_<name>.py, shipped to every host as <name>.py.
+Adding a family touches its folder, a profile and one acceptance file (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+PKG = Path(__file__).resolve().parent
+
+
+@cache
+def modules() -> tuple[ModuleType, ...]:
+    found = []
+    for m in sorted(pkgutil.iter_modules([str(PKG)]), key=lambda m: m.name):
+        if m.ispkg:
+            mod = importlib.import_module(f"signoff.{m.name}")
+            if hasattr(mod, "CRITERIA"):
+                found.append(mod)
+    return tuple(found)
+
+
+def name(mod: ModuleType) -> str:
+    return mod.__name__.rsplit(".", 1)[-1]
+
+
+@cache
+def criteria() -> dict[str, dict]:
+    """Every criterion a profile may set, with the family that judges it."""
+    out: dict[str, dict] = {}
+    for mod in modules():
+        for crit, spec in mod.CRITERIA.items():
+            if crit in out:  # a programming error, caught by the suite's own tests
+                raise RuntimeError(f"criterion {crit} declared by {out[crit]['family']} and {name(mod)}")
+            out[crit] = {**spec, "family": name(mod)}
+    return out
+
+
+def family(criterion: str) -> ModuleType:
+    return next(m for m in modules() if criterion in m.CRITERIA)
+
+
+@cache
+def sections() -> dict:
+    """Top-level profile keys the families own (e.g. soak:), and how each is merged."""
+    return {key: merge for mod in modules() for key, merge in getattr(mod, "SECTIONS", {}).items()}
+
+
+def plugins() -> list[str]:
+    return [mod.PLUGIN for mod in modules() if getattr(mod, "PLUGIN", None)]
+
+
+def probes() -> dict[str, Path]:
+    """Probe name -> file: every family's probe_<name>.py."""
+    return {f.stem.removeprefix("probe_"): f for f in sorted(PKG.glob("*/probe_*.py"))}

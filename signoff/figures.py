@@ -1,0 +1,26 @@
+"""What the families' report sections are made of: figures as base64 PNG (matplotlib, no
+display) and small key/value tables."""
+
+from __future__ import annotations
+
+import base64
+import io
+from html import escape
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402,F401 - the families draw with it
+
+
+def png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def html_table(rows: dict) -> str:
+    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
+                   for k, v in rows.items())
+    return f"<table class='so-table'>{body}</table>"

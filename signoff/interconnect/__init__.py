@@ -1,0 +1,36 @@
+"""Intra-node GPU interconnect: all-reduce bus bandwidth over a sweep of sizes (probe_allreduce,
+torch.distributed: NCCL on GPUs, gloo on CPUs), GPU pair copies and topology (probe_p2p), the
+NCCL transport; measured on every host at once (run.py), diagnosed (judge.py), drawn (plots.py)."""
+
+from signoff import InputError
+from signoff.units import parse_size
+
+CRITERIA = {
+    # judged at `size`; `sweep` = [smallest, largest] message, x2 steps
+    "allreduce_busbw": {"type": "number", "extra": ("size", "sweep")},
+    "p2p_bandwidth": {"type": "number"},  # slowest GPU pair, unidirectional copy
+    "p2p_uniformity": {"type": "number"},  # slowest pair / median pair of the host
+}
+PLUGIN = "signoff.interconnect.plugin"
+SWEEP = ["1M", "8G"]  # where a profile sets no sweep
+
+
+def check_extra(name: str, value, extra: dict, where: str) -> None:
+    if name == "allreduce_busbw":
+        check_sweep(extra, where)
+
+
+def check_sweep(extra: dict, where: str) -> None:
+    """The reference size must be one of the swept sizes (x2 steps from the smallest)."""
+    if "size" not in extra:
+        raise InputError(f"{where}.size: missing (the message size the threshold applies to)")
+    sweep = extra.get("sweep", SWEEP)
+    try:
+        lo, hi = (parse_size(s) for s in sweep)
+        size = parse_size(extra["size"])
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if not lo <= size <= hi or (size // lo) & (size // lo - 1) or size % lo:
+        raise InputError(f"{where}.size: {extra['size']} is not among the swept sizes "
+                         f"{sweep[0]}..{sweep[1]} (x2 steps)")
+    extra["sweep"] = [str(s) for s in sweep]

@@ -1,0 +1,20 @@
+"""The interconnect family's measuring fixture."""
+
+from __future__ import annotations
+
+import pytest
+
+from signoff.interconnect.run import MEASURES
+from signoff.plugin import HostView, selected_hosts
+
+
+@pytest.fixture(scope="session")
+def measure(request, fleet, profile):
+    """measure(what, host): the host's document of MEASURES[what], measured on every host with
+    a selected check of it at once, the first time any check asks (Fleet.measured)."""
+    def get(what: str, host) -> dict:
+        family, tests, probe = MEASURES[what]
+        return fleet.measured(family, host.name,
+                              lambda n: probe(HostView(n, fleet.facts(n), fleet.sessions[n]), profile),
+                              selected_hosts(request.session, tests))
+    return get

@@ -1,0 +1,52 @@
+"""Intra-node interconnect, the controller: each measurement's probe on one host, behind the
+gates its checks apply, so that Fleet.measured runs it on every selected host at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from signoff.check import class_guard, not_applicable
+from signoff.fleet import ProbeError
+
+
+def allreduce_doc(host, profile, devices) -> dict:
+    if len(devices) == 1:
+        not_applicable(f"{host} has one GPU: an all-reduce needs two")
+    t = profile.threshold("allreduce_busbw")
+    lo, hi = t.extra["sweep"]
+    env = {"NCCL_NVLS_ENABLE": "0"} if profile.hardware.get("nvls") is False else {}
+    doc = host.cached_probe("allreduce", "--min-bytes", lo, "--max-bytes", hi, env=env)
+    if "error" in doc:
+        raise ProbeError(f"{host}: all-reduce probe failed: {doc['error']}")
+    return doc  # fewer ranks than GPUs is judged by allreduce(), where its rows are recorded
+
+
+def p2p_doc(host, gpus) -> dict:
+    if len(gpus) < 2:
+        not_applicable(f"{host} has {len(gpus)} GPU(s): no pair to measure")
+    doc = host.cached_probe("p2p")
+    if doc.get("error") or doc.get("gpus") != len(gpus) or "unidirectional" not in doc:
+        raise ProbeError(f"{host}: P2P probe measured {doc.get('gpus')} of {len(gpus)} GPUs "
+                         f"({doc.get('error') or 'no bandwidth matrix'})")
+    return doc
+
+
+# Each measurement's family, the checks whose hosts it measures at once, and its probe on one
+# host with the gates its checks' fixtures apply (devices, of_class, gpus): a host whose
+# checks stop at a gate is not measured (what the gate raised is kept, never used).
+MEASURES = {
+    "allreduce": ("interconnect", ("test_allreduce_busbw", "test_allreduce_correct", "test_nccl_transport"),
+                  lambda v, prof: class_guard(prof, [v]) or allreduce_doc(v, prof, collective_devices(v))),
+    "p2p": ("interconnect p2p", ("test_p2p_bandwidth", "test_p2p_uniformity"),
+            lambda v, prof: class_guard(prof, [v]) or p2p_doc(v, v.gpus)),
+    "topology": ("interconnect topology", ("test_gpu_topology",),
+                 lambda v, prof: v.cached_probe("p2p", "--no-bandwidth") if len(v.gpus) > 1 else None),
+}
+
+
+def collective_devices(host) -> list[dict]:
+    if host.gpus:
+        return host.gpus
+    if host.hidden_gpus:
+        pytest.fail(f"{host}: {host.hidden_gpus}", pytrace=False)
+    return []

@@ -1,0 +1,22 @@
+"""Inter-node network: NIC line rate (probe_netinfo), host pairs near line rate (probe_netpair:
+iperf3 or ib_write_bw, in rounds of disjoint pairs), the multi-node all-reduce over every host
+(probe_allreduce) and its bisection to the slow host or link (run.py, judge.py)."""
+
+from signoff import InputError
+
+CRITERIA = {
+    # inter-node: per-port line rate of the fabric the profile names
+    "nic_rate": {"type": "number", "extra": ("fabric", "ports")},
+    # host-to-host throughput: unit "x line rate" (of the detected one) or "Gb/s"
+    "net_pair_bandwidth": {"type": "number", "extra": ("streams", "duration", "tool")},
+    "multinode_allreduce_busbw": {"type": "number", "extra": ("size", "sweep", "algo")},
+}
+PLUGIN = "signoff.network.plugin"
+
+
+def check_extra(name: str, value, extra: dict, where: str) -> None:
+    if name == "multinode_allreduce_busbw":
+        from signoff.interconnect import check_sweep
+        check_sweep(extra, where)
+    if name == "nic_rate" and extra.get("fabric") not in ("ethernet", "infiniband"):
+        raise InputError(f"{where}.fabric: expected ethernet or infiniband, got {extra.get('fabric')!r}")

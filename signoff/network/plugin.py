@@ -1,0 +1,101 @@
+"""The network family's options, fixtures, host pairs and report section."""
+
+from __future__ import annotations
+
+import pytest
+
+from signoff import InputError
+from signoff.network.judge import (
+    NET_PAIRS_MAX,
+    PAIR_DURATION_S,
+    all_pairs,
+    all_pairs_cost,
+    pair_id,
+    ring_pairs,
+)
+from signoff.network.report import network_section
+from signoff.network.run import Network
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("signoff")
+    g.addoption("--net-pairs", choices=("ring", "all"), default="ring",
+                help="host pairs for inter-node bandwidth: ring (each host with the next) or all")
+    g.addoption("--net-pairs-max", type=int, default=NET_PAIRS_MAX,
+                help=f"refuse --net-pairs all above this many pairs (default {NET_PAIRS_MAX}: 64 hosts)")
+    g.addoption("--net-port", type=int, default=29400,
+                help="first TCP port the network probes listen on (bound to the data interface)")
+    g.addoption("--collective-timeout", type=int, default=600,
+                help="multi-node all-reduce: rendezvous/collective timeout, s (ranks killed after)")
+
+
+def all_pairs_plan(config, n_hosts: int, prof) -> tuple[str, bool]:
+    """What --net-pairs all costs on these hosts, said before it starts, and whether it is
+    above --net-pairs-max (every pair is its own check: O(N^2) of them)."""
+    pairs, rnds = all_pairs_cost(n_hosts)
+    t = prof.criteria.get("net_pair_bandwidth") if prof else None
+    dur = t.extra.get("duration", PAIR_DURATION_S) if t else PAIR_DURATION_S
+    whose = f"net_pair_bandwidth.duration of profile {prof.name}" if t else \
+        f"{PAIR_DURATION_S} s where the profile sets no duration"
+    m, sec = divmod(rnds * dur, 60)
+    cost = (f"--net-pairs all: {n_hosts} hosts make {pairs} host pairs in {rnds} rounds of {dur} s "
+            f"({whose}): about {f'{m} min ' if m else ''}{sec} s of measuring, plus each round's "
+            f"start-up")
+    return cost, pairs > config.getoption("net_pairs_max")
+
+
+@pytest.hookimpl
+def pytest_signoff_check_options(config, inventory, profile):
+    port = config.getoption("net_port")
+    if not 1024 <= port <= 65533:
+        raise InputError(f"--net-port {port}: expected 1024-65533 (the probes use it and the next one)")
+    if config.getoption("net_pairs_max") < 0:
+        raise InputError(f"--net-pairs-max {config.getoption('net_pairs_max')}: expected a number of "
+                         f"pairs >= 0")
+    if config.getoption("collective_timeout") <= 0:
+        raise InputError(f"--collective-timeout {config.getoption('collective_timeout')}: expected "
+                         f"seconds > 0")
+    if config.getoption("net_pairs") != "all":
+        return
+    cost, over = all_pairs_plan(config, len(inventory.hosts), profile)
+    if over:
+        cap = config.getoption("net_pairs_max")
+        raise InputError(f"{cost}; that is above --net-pairs-max {cap}: pass --net-pairs-max "
+                         f"{all_pairs_cost(len(inventory.hosts))[0]} to run them all, or use --net-pairs "
+                         f"ring ({len(ring_pairs([h.name for h in inventory.hosts]))} pairs)")
+
+
+def host_pairs(config, inventory) -> list[tuple[str, str]]:
+    names = [h.name for h in inventory.hosts]
+    return (all_pairs if config.getoption("net_pairs") == "all" else ring_pairs)(names)
+
+
+@pytest.hookimpl
+def pytest_signoff_parametrize(config, inventory):
+    # one host has no pair: a single N.A. case rather than an empty (silently skipped) set
+    pairs = host_pairs(config, inventory)
+    return {"pair": [(p, pair_id(*p)) for p in pairs] or [(None, "single-host")]}
+
+
+def pytest_report_header(config):
+    from signoff.plugin import STATE
+    if STATE in config.stash and config.getoption("net_pairs") == "all":
+        st = config.stash[STATE]
+        return [all_pairs_plan(config, len(st.inventory.hosts), st.profile)[0]]
+    return None
+
+
+@pytest.fixture(scope="session")
+def network(pytestconfig, fleet) -> Network:
+    return Network(fleet, pytestconfig.getoption("net_port"))
+
+
+@pytest.fixture(scope="session")
+def pairs(pytestconfig) -> list[tuple[str, str]]:
+    from signoff.plugin import STATE
+    return host_pairs(pytestconfig, pytestconfig.stash[STATE].inventory)
+
+
+@pytest.hookimpl
+def pytest_signoff_report_sections(doc, profile):
+    return network_section(doc["results"])

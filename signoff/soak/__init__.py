@@ -1,0 +1,49 @@
+"""Sustained load: a GEMM on every GPU of every host at once for the profile's `soak:`
+duration (probe_soak streams NVML samples), judged for temperature held, throttling, clock
+stability, GEMM rate, stragglers and errors (judge.py; run.py streams, plots.py draws)."""
+
+from signoff import InputError
+from signoff.soak import judge
+
+CRITERIA = {
+    # sustained load (docs/soak.md); the load itself is the profile's `soak:` section
+    "soak_gpu_temp": {"type": "number", "ops": ("max",), "extra": ("hold",)},  # sustained: held `hold` s
+    "soak_mem_temp": {"type": "number", "ops": ("max",), "extra": ("hold",)},
+    # samples with a failing reason; % clock drop, hot vs cool
+    "soak_throttle": {"type": "number", "ops": ("max",), "extra": ("reasons",)},
+    "soak_clock_stability": {"type": "number", "ops": ("max",), "extra": ("correlation",)},
+    "soak_gemm_tflops": {"type": "number"},  # per GPU, mean after warm-up
+    "soak_gemm_straggler": {"type": "number"},  # GPU / the host's median GPU
+    "soak_errors": {"type": "number", "ops": ("max",)},  # new uncorrectable ECC errors, XIDs, failed loads
+}
+PLUGIN = "signoff.soak.plugin"
+
+
+def check_extra(name: str, value, extra: dict, where: str) -> None:
+    try:
+        judge.check_extra(name, extra)
+    except ValueError as exc:
+        raise InputError(f"{where}.{exc}") from None
+
+
+def merge_section(inherited: dict, section, where: str) -> dict:
+    """The profile's `soak:` over its parent's, in seconds, checked as a whole."""
+    if not isinstance(section, dict):
+        raise InputError(f"{where}: expected a mapping of {', '.join(judge.SOAK_KEYS)}")
+    try:
+        out = {**inherited, **judge.check_section(section)}
+        judge.plan(out)
+    except ValueError as exc:
+        raise InputError(f"{where}.{exc}") from None
+    return out
+
+
+SECTIONS = {"soak": merge_section}
+
+
+def rebuild(report_dir, doc: dict) -> None:
+    """After the controller was killed: each soaked host's series from soak/<host>.jsonl."""
+    from signoff.soak.run import replay
+    for name, live in (doc.get("soak") or {}).items():
+        if "series" not in live:
+            doc["soak"][name] = replay(report_dir, name, live)

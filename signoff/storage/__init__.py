@@ -1,0 +1,15 @@
+"""Storage read throughput: one host alone (large sequential blocks, many small files) and
+every host at once (the aggregate over the window all were reading). probe_storage claims,
+prepares, reads (fio or the built-in reader) and cleans; run.py drives it on every host;
+judge.py holds the knobs, the overlap window and the likely causes."""
+
+from signoff.storage.judge import check_extra  # noqa: F401 - the family's validator
+
+CRITERIA = {
+    "storage_read_seq": {"type": "number", "extra": ("size", "bs", "jobs", "iodepth", "runtime",
+                                                     "alone_sample")},
+    "storage_read_small": {"type": "number", "extra": ("files", "file_size", "bs", "jobs", "runtime",
+                                                       "alone_sample")},
+    "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per", "node_min")},
+}
+PLUGIN = "signoff.storage.plugin"

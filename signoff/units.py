@@ -1,0 +1,27 @@
+"""Sizes and versions as profiles, options and probes write them."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text) -> int:
+    """'8G' / '1MiB' / 1048576 -> bytes (binary units, as nccl-tests' -b/-e)."""
+    m = re.fullmatch(r"(\d+)\s*([KMG]?)(?:I?B)?", str(text).strip().upper())
+    if not m:
+        raise ValueError(f"not a size: {text!r} (expected e.g. 1M, 8G)")
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def human_bytes(n: int) -> str:
+    for unit, k in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << k and n % (1 << k) == 0:
+            return f"{n >> k}{unit}"
+    return str(n)
+
+
+def version_tuple(text) -> tuple:
+    """'580.159.04' -> (580, 159, 4); 12040 (NVML CUDA int) is not handled here."""
+    return tuple(int(p) for p in re.findall(r"\d+", str(text)))
