@@ -11,11 +11,10 @@ import secrets
 import shlex
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from signoff import InputError
-from signoff.fleet import CLEANUP_S, Fleet, ProbeError, bounded
+from signoff.fleet import CLEANUP_S, Fleet, ProbeError, bounded, threads
 from signoff.hostlist import fold
 from signoff.profiles import Profile
 from signoff.storage.judge import NotReadAlone, knobs, overlap, spread
@@ -123,17 +122,14 @@ class StorageRun:
         would only forward it to the remote command and keep waiting)."""
         out: dict = {}
         cap = getattr(self.fleet, "max_parallel", None) or MAX_PARALLEL
-        pool = ThreadPoolExecutor(max_workers=min(cap, max(1, len(names))))
-        try:
+        # On Ctrl-C don't wait for remote commands: close() stops them on their hosts.
+        with threads(min(cap, len(names))) as pool:
             futs = {n: pool.submit(fn, n) for n in names}
             for n, f in futs.items():
                 try:
                     out[n] = f.result()
                 except (HostUnreachable, ProbeError) as exc:
                     out[n] = exc
-        finally:
-            # On Ctrl-C don't wait for remote commands: close() stops them on their hosts.
-            pool.shutdown(wait=False, cancel_futures=True)
         return out
 
     def _probe(self, name: str, *args: str, timeout: float) -> dict:
