@@ -161,6 +161,11 @@ class Transport:
     def put(self, local: Path, remote: str) -> None:
         raise NotImplementedError
 
+    def put_all(self, files: list[Path], remote_dir: str) -> None:
+        """Copy files into remote_dir, each under its own name."""
+        for f in files:
+            self.put(f, f"{remote_dir}/{f.name}")
+
     def close(self) -> None:
         pass
 
