@@ -48,6 +48,7 @@ class State:
     duration: dict = field(default_factory=dict)
     run_id: str = ""  # in every host's run lock
     job: str | None = None  # the Slurm allocation whose srun steps run the host commands
+    slurm: slurm.Slurm | None = None  # its steps of this run (the fleet's)
     interrupts: int = 0  # Ctrl-C / SIGTERM received
     stopping: bool = False  # the checks are over (or interrupted): only cleanup is left
 
@@ -441,7 +442,7 @@ def _on_note(state: State):
 @pytest.fixture(scope="session")
 def fleet(pytestconfig):
     state = pytestconfig.stash[STATE]
-    job = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
+    job = state.slurm = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
     f = Fleet(state.inventory, pytestconfig.getoption("accept_new_host_keys"),
               pytestconfig.getoption("connect_timeout"), pytestconfig.getoption("probe_timeout"),
               on_facts=_on_facts(state), on_note=_on_note(state), run=state.run_id,
@@ -615,6 +616,8 @@ class Recorder:
         for f in sorted((st.report_dir / "hosts").glob("*.json")):  # facts from xdist workers
             if f.stem not in st.results.doc["hosts"]:
                 st.results.set_host(f.stem, json.loads(f.read_text()))
+        if st.slurm:  # on Ctrl-C before the fleet's teardown: the steps so far
+            st.results.set_meta(launcher=st.slurm.meta())
         # a crashed worker or a second Ctrl-C: never silently absent
         for rec in not_reported(st.results.doc["results"], self.selected,
                                 "the check did not report a result"):

@@ -4,7 +4,11 @@ and the multi-node all-reduce launched by srun, nodes down or dying, Ctrl-C."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from lab import Lab
@@ -84,3 +88,71 @@ def test_node_down_errors_by_name_with_slurms_reason(slurm, tmp_path):
     assert "signoff-test-broken-psu" in json.dumps(res["slurm"])  # named before the run
     assert "Slurm reports node lab3 DOWN" in (tmp_path / "report" / "report.html").read_text()
     slurm.wait_idle(["lab3"])
+
+
+def hung_python(tmp_path, marker: str) -> str:
+    """A host Python whose probes hang (a process named `marker`); `python -c` (the filter of
+    each task's stdout) still works."""
+    p = tmp_path / "hungpython"
+    p.write_text(f'#!/bin/bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\nexec -a {marker} sleep 600\n')
+    p.chmod(0o755)
+    return str(p)
+
+
+def wait_for(what, seconds: float, why: str):
+    deadline = time.monotonic() + seconds
+    while not what():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.3)
+
+
+def running(marker: str) -> str:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+
+
+def test_node_dying_mid_probe_errors_it_with_slurms_word_others_pass(slurm, tmp_path):
+    marker = f"signoff-slurm-dies-{os.getpid()}"
+    inv = inventory(slurm, tmp_path, lab2={"python": hung_python(tmp_path, marker)})
+    out = []
+    run = threading.Thread(target=lambda: out.append(in_allocation(
+        slurm, tmp_path, "acceptance/test_versions.py", "--inventory", inv, "--profile", LAB,
+        "--probe-timeout", "300")))
+    run.start()
+    try:
+        wait_for(lambda: running(marker), 120, "lab2's probe never started")
+        slurm.kill_slurmd("lab2")  # slurmd, its step daemons and the probe: the node is gone
+        run.join(240)
+        assert out, "the run did not end after its node died"
+        rc, res, text = out[0]
+        r = by_key(res)
+        assert rc == 1, text
+        for h in ("lab1", "lab3"):
+            assert r[("version_parity", h)]["status"] == "PASS", r[("version_parity", h)]
+        dead = r[("version_parity", "lab2")]
+        assert dead["status"] == "ERROR" and "Slurm reports node lab2" in dead["message"], dead["message"]
+        assert "Not responding" in dead["message"] or "DOWN" in dead["message"], dead["message"]
+    finally:
+        run.join(240)
+        slurm.start_slurmd("lab2")
+        slurm.wait_idle(["lab2"])
+
+
+def test_ctrl_c_scancels_every_step(slurm, tmp_path):
+    marker = f"signoff-slurm-intr-{os.getpid()}"
+    inv = inventory(slurm, tmp_path, lab2={"python": hung_python(tmp_path, marker)})
+    rd = tmp_path / "report"
+    # inside the allocation: the run, Ctrl-C once lab2's probe hangs, then what squeue lists
+    script = (f"{sys.executable} -m pytest acceptance/ --launcher slurm --inventory {inv} --profile {LAB} "
+              f"--report-dir {rd} -p no:cacheprovider --probe-timeout 300 >{tmp_path}/out 2>&1 & p=$!; "
+              f"while ! pgrep -f '[{marker[0]}]{marker[1:]}' >/dev/null; do sleep 0.3; done; "  # not itself
+              f"kill -INT $p; wait $p; echo steps-left:; squeue -h -s -j $SLURM_JOB_ID")
+    started = time.monotonic()
+    r = slurm.run("salloc", "-N3", "--no-kill", "--quiet", "sh", "-c", script, timeout=240, cwd=ROOT)
+    assert "steps-left:" in r.stdout, (r.stdout, r.stderr, (tmp_path / "out").read_text())
+    assert r.stdout.split("steps-left:")[1].strip() == "", r.stdout  # squeue -s: none of ours
+    res = json.loads((rd / "results.json").read_text())
+    assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"]
+    assert res["meta"]["launcher"]["steps"], res["meta"]["launcher"]
+    assert not running(marker), "probe still running on lab2 after Ctrl-C"
+    assert not [f["workdir"] for f in res["hosts"].values() if os.path.exists(f.get("workdir", "/-"))]
+    assert time.monotonic() - started < 180
