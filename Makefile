@@ -6,7 +6,7 @@ PROFILE ?= auto
 INVENTORY ?=
 HOSTS ?=
 ARGS ?=
-SYSTEM_PKGS := openssh-server fio iperf3 iproute2 python3 procps
+SYSTEM_PKGS := openssh-server fio iperf3 iproute2 python3 procps slurmctld slurmd slurm-client munge
 
 HOST_OPTS := $(if $(INVENTORY),--inventory $(INVENTORY),) $(if $(HOSTS),--hosts $(HOSTS),)
 
@@ -27,9 +27,10 @@ $(VENV)/.installed-probe: $(VENV)/.installed
 
 venv: $(VENV)/.installed
 
-# Debian packages the lab tests need (real sshd, fio, iperf3); needs root.
+# Debian packages the lab tests need (real sshd, fio, iperf3, Slurm 22.05 with munge); needs root.
 system:
-	@missing=""; for b in /usr/sbin/sshd /usr/bin/fio /usr/bin/iperf3 /usr/sbin/ip /usr/bin/python3; do \
+	@missing=""; for b in /usr/sbin/sshd /usr/bin/fio /usr/bin/iperf3 /usr/sbin/ip /usr/bin/python3 \
+	  /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/srun /usr/sbin/munged; do \
 	  [ -x $$b ] || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PKGS); fi

@@ -107,7 +107,7 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig):
         cause = net.describe_bisection(found)
     check.expect(row["busbw"], t, f"{len(names)}-host all-reduce busbw at {t.extra['size']} "
                  f"({doc['world_size']} ranks, {doc['backend']})", cause=cause,
-                 details={"rows": doc["rows"], "bisection": found})
+                 details={"rows": doc["rows"], "bisection": found, "launched": res.get("launched", "ssh")})
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 from signoff import families
 from signoff.inventory import Host, Inventory
+from signoff.slurm import SlurmTransport
 from signoff.transport import HostUnreachable, Transport, open_transport
 
 # The end of a run (or Ctrl-C) waits this long for each cleanup phase of all hosts at once;
@@ -223,8 +224,8 @@ class HostSession:
                 self.leftovers = [f"probe temp dir {(ln.split() + ['', ''])[1]} of a run that is gone "
                                   f"(since {(ln.split() + ['', '', 'unknown'])[2]})"
                                   for ln in out[1:] if ln.startswith("leftover ")]
-                for name, f in families.probes().items():  # every family's probe_<name>.py
-                    self.t.put(f, f"{self.workdir}/{name}.py")
+                # every family's probe_<name>.py, shipped as <name>.py
+                self.t.put_all({f"{n}.py": f for n, f in families.probes().items()}, self.workdir)
             return self.workdir
 
     def probe(self, name: str, *args: str, timeout: float = 120, env: dict | None = None) -> dict:
@@ -281,16 +282,18 @@ class Fleet:
     def __init__(self, inventory: Inventory, accept_new_host_keys: bool = False,
                  connect_timeout: float = 10, probe_timeout: float = 180, on_facts=None,
                  on_note=None, run: str | None = None, lock_wait: float = 0,
-                 max_parallel: int = MAX_PARALLEL):
+                 max_parallel: int = MAX_PARALLEL, slurm=None):
         self.inventory = inventory
         self.run = run or new_run_id()
         ctl = socket.gethostname()
         self.owner = (f"run {self.run} by {getpass.getuser()}@{ctl} "
                       f"since {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}")
         self.lock_wait = lock_wait
+        self.slurm = slurm  # signoff.slurm.Slurm: every host command is a task of an srun step
         self.sessions = {
-            h.name: HostSession(h, open_transport(h, inventory.known_hosts, accept_new_host_keys,
-                                                  connect_timeout))
+            h.name: HostSession(h, SlurmTransport(h, slurm) if slurm else
+                                open_transport(h, inventory.known_hosts, accept_new_host_keys,
+                                               connect_timeout))
             for h in inventory.hosts
         }
         self.probe_timeout = probe_timeout
@@ -427,6 +430,9 @@ class Fleet:
                 self.note("left_behind", s.host.name, f"{what}: no answer to the cleanup within "
                                                       f"{CLEANUP_S} s")
             s.t.close()  # ends the threads still waiting on that host
+        if self.slurm:  # every step of ours scancelled (a keeper's, a hung probe's)
+            for step in self.slurm.close():
+                self.note("left_behind", "slurm", f"step {step}: still listed by squeue after scancel")
 
 
 def utc_now() -> str:

@@ -15,7 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from signoff import InputError, families, hookspecs, inventory, junit, profiles, report, sheet
+from signoff import (
+    InputError,
+    families,
+    hookspecs,
+    hostlist,
+    inventory,
+    junit,
+    profiles,
+    report,
+    sheet,
+    slurm,
+)
 from signoff.check import NA_PREFIX, Check
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, new_run_id
 from signoff.results import ALL, Results, not_reported, split_nodeid, worse
@@ -40,6 +51,8 @@ class State:
     messages: dict = field(default_factory=dict)
     duration: dict = field(default_factory=dict)
     run_id: str = ""  # in every host's run lock
+    job: str | None = None  # the Slurm allocation whose srun steps run the host commands
+    slurm: slurm.Slurm | None = None  # its steps of this run (the fleet's)
     interrupts: int = 0  # Ctrl-C / SIGTERM received
     stopping: bool = False  # the checks are over (or interrupted): only cleanup is left
 
@@ -58,6 +71,11 @@ def pytest_addoption(parser):
     g.addoption("--hosts", default=None,
                 help="hosts to check, comma list with Slurm ranges: node[01-16],gpu[1,3-5]")
     g.addoption("--inventory", default=None, help="inventory YAML (hosts, users, keys, python)")
+    g.addoption("--launcher", choices=("auto", "ssh", "slurm"), default="auto",
+                help="how host commands run: ssh (Fabric), slurm (srun steps inside this Slurm "
+                     "allocation, its nodes the hosts; --hosts narrows them), auto (default): slurm "
+                     "when SLURM_JOB_ID and SLURM_JOB_NODELIST are set and neither --hosts nor "
+                     "--inventory is given, else ssh")
     g.addoption("--python", default="python3",
                 help="interpreter the probes use on --hosts hosts and on this machine by default: "
                      "the training environment (default python3 on PATH, not the controller's venv)")
@@ -121,12 +139,46 @@ def _load_inventory(config) -> inventory.Inventory:
         raise InputError("--hosts is empty (an unset variable?): name the hosts or leave it out")
     if config.getoption("hosts") and config.getoption("inventory"):
         raise InputError("--hosts and --inventory both given: use one")
+    if launcher(config) == "slurm":
+        return _slurm_inventory(config)
     if config.getoption("inventory"):
         return inventory.load(config.getoption("inventory"))
     if config.getoption("hosts"):
         return inventory.from_hostlist(config.getoption("hosts"), config.getoption("ssh_user"),
                                        config.getoption("python"))
     return inventory.local_inventory(config.getoption("python"))
+
+
+def launcher(config) -> str:
+    want = config.getoption("launcher")
+    if want != "auto":
+        return want
+    given = config.getoption("hosts") or config.getoption("inventory")
+    return "slurm" if slurm.in_allocation() and not given else "ssh"
+
+
+def _slurm_inventory(config) -> inventory.Inventory:
+    """The allocation's nodes (--hosts narrows them); with --inventory, its hosts' settings
+    (python, data_iface, storage_path), each of them a node of the allocation."""
+    job, nodes = slurm.allocation()
+    if config.getoption("inventory"):
+        inv = inventory.load(config.getoption("inventory"))
+        where = f"--inventory {config.getoption('inventory')}"
+    else:
+        inv = inventory.from_hostlist(hostlist.fold(nodes), None, config.getoption("python"))
+        where = "--hosts"
+    if config.getoption("hosts"):
+        want = hostlist.expand(config.getoption("hosts"))
+        inv.hosts = [h for h in inv.hosts if h.name in want]
+        inv.source = f"Slurm job {job}: --hosts {config.getoption('hosts')}"
+        outside = [n for n in want if n not in nodes]
+    else:
+        outside = [h.name for h in inv.hosts if h.name not in nodes]
+        inv.source = f"Slurm job {job}" + (f", {where}" if config.getoption("inventory") else "")
+    if outside:
+        raise InputError(f"{where}: {hostlist.fold(outside)} not in Slurm job {job}'s nodes "
+                         f"({hostlist.fold(nodes)})")
+    return inv
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -139,7 +191,8 @@ def pytest_configure(config):
         config.hook.pytest_signoff_check_options(config=config, inventory=inv, profile=prof)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
-    state = State(inv, prof, arg, run_id=new_run_id())
+    state = State(inv, prof, arg, run_id=new_run_id(),
+                  job=slurm.allocation()[0] if launcher(config) == "slurm" else None)
     config.stash[STATE] = state
     if not _is_acceptance_run(config):
         return
@@ -161,6 +214,7 @@ def pytest_configure(config):
         "hosts": [h.name for h in inv.hosts],
         "probe_python": {h.name: h.python for h in inv.hosts},  # the interpreter each host's probes use
         "run": state.run_id,
+        "launcher": {"launcher": "slurm", "job": state.job} if state.job else {"launcher": "ssh"},
     })
     config.pluginmanager.register(Recorder(state, config), "signoff-recorder")
     # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.
@@ -335,16 +389,22 @@ def _on_note(state: State):
 @pytest.fixture(scope="session")
 def fleet(pytestconfig):
     state = pytestconfig.stash[STATE]
+    job = state.slurm = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
     f = Fleet(state.inventory, pytestconfig.getoption("accept_new_host_keys"),
               pytestconfig.getoption("connect_timeout"), pytestconfig.getoption("probe_timeout"),
               on_facts=_on_facts(state), on_note=_on_note(state), run=state.run_id,
               lock_wait=pytestconfig.getoption("lock_wait"),
-              max_parallel=pytestconfig.getoption("max_parallel"))
+              max_parallel=pytestconfig.getoption("max_parallel"), slurm=job)
     f.progress = Terminal(pytestconfig).progress
+    for name in state.inventory.hosts if job else ():
+        if name.name in job.dead:  # DOWN/DRAIN before the run: named in the report
+            f.note("slurm", name.name, job.dead[name.name])
     f.start()
     yield f
     state.stopping = True
     f.close()  # removes every per-run temp dir, also after failures and Ctrl-C; notes what not
+    if job and state.results:
+        state.results.set_meta(launcher=job.meta())
 
 
 @pytest.fixture(scope="session")
@@ -441,6 +501,13 @@ class Recorder:
         self.deselected = 0
         self.final: dict[str, str] = {}  # nodeid -> status, for the HTML rows
 
+    def launcher(self, host: str) -> str:
+        """What ran this check's host commands (the report's methodology says it per check)."""
+        if self.state.job:
+            return "srun"
+        local = {h.name: h.local for h in self.state.inventory.hosts}
+        return "local" if local.get(host, all(local.values())) else "ssh"
+
     def pytest_deselected(self, items):
         self.deselected += len(items)
 
@@ -474,7 +541,7 @@ class Recorder:
             criterion, host = split_nodeid(nid)
             self.final[nid] = st.status.pop(nid, "NOT RUN")
             st.results.add({"test": nid, "criterion": criterion, "host": host,
-                            "status": self.final[nid],
+                            "status": self.final[nid], "launcher": self.launcher(host),
                             "message": st.messages.pop(nid, ""),
                             "duration_s": round(st.duration.pop(nid), 3),
                             **st.measured.pop(nid, {})})
@@ -485,6 +552,8 @@ class Recorder:
         for f in sorted((st.report_dir / "hosts").glob("*.json")):  # facts from xdist workers
             if f.stem not in st.results.doc["hosts"]:
                 st.results.set_host(f.stem, json.loads(f.read_text()))
+        if st.slurm:  # on Ctrl-C before the fleet's teardown: the steps so far
+            st.results.set_meta(launcher=st.slurm.meta())
         # a crashed worker or a second Ctrl-C: never silently absent
         for rec in not_reported(st.results.doc["results"], self.selected,
                                 "the check did not report a result"):

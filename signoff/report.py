@@ -34,11 +34,24 @@ def verdict_block(verdict: str, meta: dict) -> str:
             f"inventory: {escape(str(meta.get('inventory')))}; started {meta.get('started')} UTC."
             + (f"<br>Probe Python: {escape(', '.join(f'{h} {py}' for h, py in meta['probe_python'].items()))}"
                if meta.get("probe_python") else "")
+            + f"<br>Launcher: {escape(launcher(meta))}"
             + (f"<br><b>Partial run</b>: {escape(meta['partial'])}" if meta.get("partial") else "")
             + "</p>"
             "<p>PASS needs every applicable check to run and pass; ERROR means the check "
             "could not measure (it is not a pass); N.A. means the profile does not apply it to "
             "that host.</p>")
+
+
+def launcher(meta: dict) -> str:
+    """What ran the checks' host commands (each record's `launcher` says it per check)."""
+    got = meta.get("launcher") or {}
+    if got.get("launcher") != "slurm":
+        return "SSH (Fabric) to each host; this machine without SSH where the inventory says local"
+    steps = got.get("steps") or []
+    return (f"srun inside Slurm job {got.get('job')}: every check's probes as tasks of srun steps, one "
+            f"step per probe and phase across the nodes ({len(steps)} steps"
+            + (f": {steps[0]} to {steps[-1]}" if steps else "") + "), the multi-node all-reduce as one "
+            "step of one task per rank")
 
 
 # Up to this many hosts the report shows every host x criterion cell (and every host's
@@ -190,6 +203,7 @@ def host_notes(doc: dict) -> list[str]:
     lines = [f"left behind on {h}: {w}" for h, ws in doc.get("left_behind", {}).items() for w in ws]
     lines += [f"leftover on {h}: {w}: remove it once no run of it is alive"
               for h, ws in doc.get("leftovers", {}).items() for w in ws]
+    lines += [f"{w} before the run: its checks ERROR" for ws in doc.get("slurm", {}).values() for w in ws]
     for h, facts in doc.get("hosts", {}).items():
         used = [f"GPU {g['index']}: pid {p['pid']} ({p['name'] or '?'}"
                 + (f", {p['used_mib']} MiB)" if p.get("used_mib") is not None else ")")

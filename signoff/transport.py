@@ -161,6 +161,11 @@ class Transport:
     def put(self, local: Path, remote: str) -> None:
         raise NotImplementedError
 
+    def put_all(self, files: dict[str, Path], remote_dir: str) -> None:
+        """Copy files into remote_dir: {name there: local path}."""
+        for name, f in files.items():
+            self.put(f, f"{remote_dir}/{name}")
+
     def close(self) -> None:
         pass
 

@@ -6,11 +6,13 @@ import os
 
 import pytest
 from lab import SSHD
+from slurmlab import slurm_missing
 
 
-def lab_missing() -> str | None:
+def lab_missing(item=None) -> str | None:
     return ("lab needs root (network namespaces, sshd, mount)" if os.geteuid() != 0 else
-            f"{SSHD} missing: install openssh-server (make system)" if not os.path.exists(SSHD) else None)
+            f"{SSHD} missing: install openssh-server (make system)" if not os.path.exists(SSHD) else
+            slurm_missing() if item is not None and item.get_closest_marker("slurm") else None)
 
 
 def lab_required() -> bool:
@@ -19,15 +21,14 @@ def lab_required() -> bool:
 
 
 def pytest_collection_modifyitems(items):
-    why = lab_missing()
-    if why and not lab_required():
-        for item in items:
-            if item.get_closest_marker("lab"):
-                item.add_marker(pytest.mark.skip(reason=why))
+    for item in items:
+        why = lab_missing(item)
+        if why and not lab_required() and item.get_closest_marker("lab"):
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 def pytest_runtest_setup(item):
-    why = lab_missing()
+    why = lab_missing(item)
     if why and lab_required() and item.get_closest_marker("lab"):
         pytest.fail(f"lab test required here (SIGNOFF_REQUIRE_LAB=1 or CI set) but {why}",
                     pytrace=False)

@@ -27,15 +27,16 @@ def lab(tmp_path_factory):
         yield lab
 
 
-def accept(tmp_path, *args, timeout=300, env=None):
-    """Run `pytest acceptance/` as a user would; return (exit code, results.json, output)."""
+def accept(tmp_path, *args, timeout=300, env=None, prefix=()):
+    """Run `pytest acceptance/` as a user would (after `prefix`, e.g. salloc); return (exit code,
+    results.json, output)."""
     rd = tmp_path / "report"
     targets = [a for a in args if a.startswith("acceptance/")] or ["acceptance/"]
     args = [a for a in args if a not in targets]
     if targets != ["acceptance/"] or any(a in ("-k", "--ignore") or a.startswith("--ignore=")
                                          for a in args):
         args.append("--partial")  # these tests judge a subset on purpose
-    p = subprocess.run([sys.executable, "-m", "pytest", *targets, "--report-dir", str(rd),
+    p = subprocess.run([*prefix, sys.executable, "-m", "pytest", *targets, "--report-dir", str(rd),
                         "-p", "no:cacheprovider", *args],
                        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                        env={**os.environ, **(env or {})})

@@ -122,7 +122,8 @@ def worker(local_rank, local_world, args, port, out_path):
     world = args.nnodes * local_world
     rank = args.node_rank * local_world + local_rank
     cuda = args.backend == "nccl"
-    dev = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    # under srun each task may see only its own GPU (--gpus-per-task): index within those seen
+    dev = torch.device("cuda", local_rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(dev)
     kw = {"device_id": dev} if cuda else {}
@@ -186,6 +187,9 @@ def main():
     ap.add_argument("--master-addr", default="127.0.0.1", help="node 0's address on the measured net")
     ap.add_argument("--master-port", type=int, default=0, help="0: any free port (single node)")
     ap.add_argument("--timeout", type=int, default=120, help="rendezvous/collective timeout, s")
+    ap.add_argument("--slurm", action="store_true",
+                    help="this process is one rank: a task of an srun step (SLURM_PROCID, SLURM_LOCALID, "
+                         "SLURM_NTASKS, SLURM_NNODES, SLURM_NODEID); the store on task 0")
     args = ap.parse_args()
     doc = {"probe": "allreduce", "argv": sys.argv[1:],
            "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
@@ -200,6 +204,17 @@ def main():
     if args.backend == "auto":
         args.backend = "nccl" if gpus else "gloo"
     world = args.nprocs or (gpus if args.backend == "nccl" else 2)
+    rank = 0
+    if args.slurm:  # srun placed the ranks: block layout, the same count on every node
+        env = os.environ
+        rank, local = int(env["SLURM_PROCID"]), int(env["SLURM_LOCALID"])
+        args.nnodes, args.node_rank = int(env["SLURM_NNODES"]), int(env["SLURM_NODEID"])
+        world = int(env["SLURM_NTASKS"]) // args.nnodes
+        if rank != args.node_rank * world + local:
+            doc["error"] = ("srun task %d is local rank %d of node %d: not a block layout of %d tasks "
+                            "per node" % (rank, local, args.node_rank, world))
+            print(json.dumps(doc))
+            return 1
     doc.update(backend=args.backend, world_size=world * args.nnodes, local_ranks=world, gpus=gpus,
                nnodes=args.nnodes, node_rank=args.node_rank, torch=torch.__version__)
     if args.backend == "nccl":
@@ -217,16 +232,20 @@ def main():
     store = None
     try:
         port = args.master_port
-        if args.node_rank == 0:
+        if rank == 0 and args.node_rank == 0:
             import torch.distributed as dist
             sock = listen(args.master_addr, port)
             port = sock.getsockname()[1]
             store = dist.TCPStore(args.master_addr, port, world * args.nnodes, is_master=True,
                                   timeout=datetime.timedelta(seconds=args.timeout),
                                   wait_for_workers=False, master_listen_fd=sock.fileno())
-        mp.spawn(worker, args=(world, args, port, out_path), nprocs=world, join=True)
-        with open(out_path) as f:
-            doc.update(json.load(f))
+        if args.slurm:
+            worker(int(os.environ["SLURM_LOCALID"]), world, args, port, out_path)
+        else:
+            mp.spawn(worker, args=(world, args, port, out_path), nprocs=world, join=True)
+        if os.path.exists(out_path) or not args.slurm:  # under srun: local rank 0 has the rows
+            with open(out_path) as f:
+                doc.update(json.load(f))
     except Exception as exc:  # noqa: BLE001
         doc["error"] = "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[-1])
         doc["traceback"] = traceback.format_exc()[-2000:]

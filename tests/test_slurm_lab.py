@@ -1,0 +1,158 @@
+"""signoff inside a real Slurm allocation (tests/slurmlab.py on a tests/lab.py lab): probes
+and the multi-node all-reduce launched by srun, nodes down or dying, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from lab import Lab
+from slurmlab import SlurmLab
+from test_lab_acceptance import ROOT, accept, by_key
+
+pytestmark = [pytest.mark.lab, pytest.mark.slurm]  # skipped without root, sshd, Slurm: conftest.py
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    with Lab(tmp_path_factory.mktemp("slurmlab"), n_hosts=3) as lab:
+        s = SlurmLab(lab)
+        with s:
+            yield s
+        left = s.daemons()
+        assert not left, f"Slurm daemons left running after the lab: {left}"
+
+
+def test_tasks_run_inside_each_hosts_namespace(slurm):
+    r = slurm.run("srun", "-N3", "--label", "hostname", "-I")
+    assert r.returncode == 0, r.stderr
+    got = {line.split(":")[0]: line.split(":", 1)[1].strip() for line in r.stdout.splitlines()}
+    assert sorted(got.values()) == sorted(h.address for h in slurm.lab.hosts), r.stdout
+
+
+LAB = str(ROOT / "tests" / "profiles" / "lab.yaml")
+
+
+def inventory(slurm, tmp_path, **overrides):
+    """The lab hosts' settings (data interface, Python); Slurm names the hosts and runs the commands."""
+    lab = slurm.lab
+    per_host = {h.name: {"data_iface": h.veth_host, **overrides.get(h.name, {})} for h in lab.hosts}
+    return str(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides=per_host))
+
+
+def in_allocation(slurm, tmp_path, *args, nodes=3, timeout=300, first=":"):
+    """`pytest acceptance/ --launcher slurm` inside `salloc -N nodes` (--no-kill: a node set DOWN
+    or dying does not end the allocation), after the shell command `first`."""
+    return accept(tmp_path, "--launcher", "slurm", *args, timeout=timeout, env=slurm.env,
+                  prefix=("salloc", f"-N{nodes}", "--no-kill", "--quiet", "sh", "-c", f'{first} && exec "$@"',
+                          "sh"))
+
+
+def test_acceptance_suite_passes_over_srun(slurm, tmp_path):
+    rc, res, out = in_allocation(slurm, tmp_path, "--inventory", inventory(slurm, tmp_path), "--profile", LAB)
+    assert rc == 0, out
+    assert res["verdict"] == "PASS"
+    launcher = res["meta"]["launcher"]
+    assert launcher["launcher"] == "slurm" and launcher["job"].isdigit() and launcher["nodes"] == "lab[1-3]"
+    # one step per probe and phase across the nodes, not one per host and command
+    assert launcher["steps"] and all(s.startswith(launcher["job"] + ".") for s in launcher["steps"])
+    assert len(launcher["steps"]) < 40, launcher["steps"]
+    assert {r["launcher"] for r in res["results"]} == {"srun"}
+    multi = by_key(res)[("multinode_allreduce", "all hosts")]
+    assert multi["status"] == "PASS" and multi["details"]["launched"] == "srun: 3 nodes x 1 tasks in one step"
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert f"Slurm job {launcher['job']}" in html
+
+
+def test_node_down_errors_by_name_with_slurms_reason(slurm, tmp_path):
+    try:  # DOWN once the allocation has it (an idle DOWN node would not be allocated)
+        rc, res, out = in_allocation(slurm, tmp_path, "acceptance/test_versions.py", "--inventory",
+                                     inventory(slurm, tmp_path), "--profile", LAB,
+                                     first="scontrol update nodename=lab3 state=down "
+                                           "reason=signoff-test-broken-psu")
+    finally:
+        slurm.run("scontrol", "update", "nodename=lab3", "state=resume")
+    assert rc == 1, out
+    r = by_key(res)
+    for h in ("lab1", "lab2"):
+        assert r[("version_parity", h)]["status"] == "PASS", r[("version_parity", h)]
+    down = [v for (c, h), v in r.items() if h == "lab3"]
+    assert down and all(v["status"] == "ERROR" for v in down)
+    assert all("Slurm reports node lab3 DOWN" in v["message"] and "signoff-test-broken-psu" in v["message"]
+               for v in down), down[0]["message"]
+    assert "signoff-test-broken-psu" in json.dumps(res["slurm"])  # named before the run
+    assert "Slurm reports node lab3 DOWN" in (tmp_path / "report" / "report.html").read_text()
+    slurm.wait_idle(["lab3"])
+
+
+def hung_python(tmp_path, marker: str) -> str:
+    """A host Python whose probes hang (a process named `marker`); `python -c` (the filter of
+    each task's stdout) still works."""
+    p = tmp_path / "hungpython"
+    p.write_text(f'#!/bin/bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\nexec -a {marker} sleep 600\n')
+    p.chmod(0o755)
+    return str(p)
+
+
+def wait_for(what, seconds: float, why: str):
+    deadline = time.monotonic() + seconds
+    while not what():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.3)
+
+
+def running(marker: str) -> str:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+
+
+def test_node_dying_mid_probe_errors_it_with_slurms_word_others_pass(slurm, tmp_path):
+    marker = f"signoff-slurm-dies-{os.getpid()}"
+    inv = inventory(slurm, tmp_path, lab2={"python": hung_python(tmp_path, marker)})
+    out = []
+    run = threading.Thread(target=lambda: out.append(in_allocation(
+        slurm, tmp_path, "acceptance/test_versions.py", "--inventory", inv, "--profile", LAB,
+        "--probe-timeout", "300")))
+    run.start()
+    try:
+        wait_for(lambda: running(marker), 120, "lab2's probe never started")
+        slurm.kill_slurmd("lab2")  # slurmd, its step daemons and the probe: the node is gone
+        run.join(240)
+        assert out, "the run did not end after its node died"
+        rc, res, text = out[0]
+        r = by_key(res)
+        assert rc == 1, text
+        for h in ("lab1", "lab3"):
+            assert r[("version_parity", h)]["status"] == "PASS", r[("version_parity", h)]
+        dead = r[("version_parity", "lab2")]
+        assert dead["status"] == "ERROR" and "Slurm reports node lab2" in dead["message"], dead["message"]
+        assert "Not responding" in dead["message"] or "DOWN" in dead["message"], dead["message"]
+    finally:
+        run.join(240)
+        slurm.start_slurmd("lab2")
+        slurm.wait_idle(["lab2"])
+
+
+def test_ctrl_c_scancels_every_step(slurm, tmp_path):
+    marker = f"signoff-slurm-intr-{os.getpid()}"
+    inv = inventory(slurm, tmp_path, lab2={"python": hung_python(tmp_path, marker)})
+    rd = tmp_path / "report"
+    # inside the allocation: the run, Ctrl-C once lab2's probe hangs, then what squeue lists
+    script = (f"{sys.executable} -m pytest acceptance/ --launcher slurm --inventory {inv} --profile {LAB} "
+              f"--report-dir {rd} -p no:cacheprovider --probe-timeout 300 >{tmp_path}/out 2>&1 & p=$!; "
+              f"while ! pgrep -f '[{marker[0]}]{marker[1:]}' >/dev/null; do sleep 0.3; done; "  # not itself
+              f"kill -INT $p; wait $p; echo steps-left:; squeue -h -s -j $SLURM_JOB_ID")
+    started = time.monotonic()
+    r = slurm.run("salloc", "-N3", "--no-kill", "--quiet", "sh", "-c", script, timeout=240, cwd=ROOT)
+    assert "steps-left:" in r.stdout, (r.stdout, r.stderr, (tmp_path / "out").read_text())
+    assert r.stdout.split("steps-left:")[1].strip() == "", r.stdout  # squeue -s: none of ours
+    res = json.loads((rd / "results.json").read_text())
+    assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"]
+    assert res["meta"]["launcher"]["steps"], res["meta"]["launcher"]
+    assert not running(marker), "probe still running on lab2 after Ctrl-C"
+    assert not [f["workdir"] for f in res["hosts"].values() if os.path.exists(f.get("workdir", "/-"))]
+    assert time.monotonic() - started < 180
