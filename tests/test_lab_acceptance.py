@@ -36,6 +36,9 @@ def accept(tmp_path, *args, timeout=300, env=None, prefix=()):
     if targets != ["acceptance/"] or any(a in ("-k", "--ignore") or a.startswith("--ignore=")
                                          for a in args):
         args.append("--partial")  # these tests judge a subset on purpose
+    if not {"--inventory", "--hosts", "--lock-wait"} & set(args):
+        # localhost's run lock is this machine's: another test file's local run may hold it
+        args += ["--lock-wait", "300"]
     p = subprocess.run([*prefix, sys.executable, "-m", "pytest", *targets, "--report-dir", str(rd),
                         "-p", "no:cacheprovider", *args],
                        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
