@@ -19,6 +19,7 @@ import pytest
 from signoff import InputError, baseline, families, hookspecs, inventory, junit, profiles, report, sheet
 from signoff.check import NA_PREFIX, Check
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, new_run_id
+from signoff.report import status_class as report_status_class
 from signoff.results import ALL, Results, not_reported, split_nodeid, worse
 from signoff.transport import HostUnreachable
 
@@ -521,11 +522,17 @@ class Recorder:
             junit.write(Path(config.option.xmlpath), self.state.results.doc)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_header(self, cells):
+        cells.insert(1, "<th>Status</th>")
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report, cells):
-        # The result column says our status (ERROR, N.A., NOT RUN), not pytest's outcome.
-        status = self.final.get(report.nodeid)
-        if status and cells:
-            cells[0] = f'<td class="col-result">{status}</td>'
+        # Our status (ERROR, N.A., NOT RUN) in a column of its own: pytest-html's result column
+        # (hidden, report.HIDE_PYTEST) must keep pytest's outcome, which its row filter reads: a
+        # row whose outcome it does not know is never shown.
+        status = self.final.get(report.nodeid, "")
+        if cells:
+            cells.insert(1, f'<td class="col-signoff {report_status_class(status)}">{status}</td>')
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_html(self, report, data):
@@ -540,12 +547,14 @@ class Recorder:
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
         doc, prof, hook = self.state.results.doc, self.state.profile, self.config.hook
-        sections = hook.pytest_signoff_report_sections(doc=doc, profile=prof)
+        # pluggy calls the last registered first: reversed, the families' own order
+        sections = hook.pytest_signoff_report_sections(doc=doc, profile=prof)[::-1]
+        methods = hook.pytest_signoff_methodology(doc=doc, profile=prof)[::-1]
         prefix.extend([report.cover(doc["verdict"] or "INCOMPLETE", doc), report.HIDE_PYTEST,
                        report.summary_table(doc["results"]),
                        report.notes_section(doc),
                        *(f"<div class='so-section'>{s}</div>" for s in sections if s),
-                       report.methodology(doc, prof, hook.pytest_signoff_methodology(doc=doc, profile=prof)),
+                       report.methodology(doc, prof, methods),
                        report.inventory_section(doc)])
 
     @pytest.hookimpl(optionalhook=True)

@@ -24,17 +24,14 @@ STYLE = """<style>
 .so-PASS{background:#d4f4d4}.so-FAIL{background:#f8c8c8}.so-ERROR{background:#f4b183}
 .so-NA{background:#e8e8e8}.so-NOTRUN{background:#fff2a8}.so-odd{background:#f8c8c8;font-weight:bold}
 .so-verdict{font-size:20px;font-weight:bold;padding:6px 12px;display:inline-block}
-.so-cover{border:2px solid #888;padding:8px 14px;margin:8px 0 18px}
+.so-cover{border:2px solid #888;padding:8px 14px;margin:8px 0 18px;color:#000}
 .so-cover li{margin:3px 0}.so-section img{max-width:100%}
 #environment-header,#environment{display:none}
 @media print{
- .so-section,.so-methodology,.so-inventory{break-before:page}
- .collapsed,.extras-row.hidden,.collapsible td div.collapsed{display:table-row!important}
- .extras-row,.extra{display:table-row!important}
- .collapsed .extras-row,.collapsed .log{display:block!important}
- .controls,.filters,#show_all_details,#hide_all_details,.summary__reload{display:none!important}
- img{max-width:100%;break-inside:avoid}
- table{break-inside:auto}tr{break-inside:avoid}
+ .so-section,.so-methodology,.so-inventory,#results-table{break-before:page}
+ .extras-row.hidden{display:table-row!important}
+ .controls,.filters,.summary__reload{display:none!important}
+ img{max-width:100%;break-inside:avoid}tr{break-inside:avoid}
 }
 </style>"""
 
@@ -90,14 +87,26 @@ def split_cause(message: str) -> tuple[str, str]:
 
 
 def problem_groups(records: list[dict]) -> list[dict]:
-    """FAIL, ERROR, NOT RUN records grouped per (criterion, status): one cover line each,
-    whatever the number of hosts."""
+    """FAIL, ERROR, NOT RUN records grouped per (status, criterion): one cover line each,
+    whatever the number of hosts; a host's checks that could not measure for one same reason
+    (unreachable, locked) are one line."""
+    same: dict = {}
+    for r in records:
+        if r["status"] in ("ERROR", "NOT RUN"):
+            same.setdefault((r["status"], r["host"], r.get("message") or ""), []).append(r)
+    merged = [rs for rs in same.values() if len(rs) > 1]
+    taken = {id(r) for rs in merged for r in rs}
     groups: dict = {}
     for r in records:
-        if r["status"] in PROBLEMS:
-            groups.setdefault((r["criterion"], r["status"]), []).append(r)
-    return [{"criterion": c, "status": s, "records": rs}
-            for (c, s), rs in sorted(groups.items(), key=lambda x: (PROBLEMS.index(x[0][1]), x[0][0]))]
+        if r["status"] in PROBLEMS and id(r) not in taken:
+            groups.setdefault((r["status"], r["criterion"]), []).append(r)
+    out = [{"criterion": c, "status": s, "records": rs} for (s, c), rs in groups.items()]
+    for rs in merged:
+        names = [r["criterion"] for r in rs]
+        out.append({"criterion": f"{len(rs)} checks ({', '.join(names[:4])}"
+                                 + (f" and {len(names) - 4} more)" if len(names) > 4 else ")"),
+                    "status": rs[0]["status"], "records": rs})
+    return sorted(out, key=lambda g: (PROBLEMS.index(g["status"]), g["criterion"]))
 
 
 def problem_line(g: dict) -> tuple[str, str, str]:
@@ -107,7 +116,7 @@ def problem_line(g: dict) -> tuple[str, str, str]:
     who = hosts_text([x["host"] for x in rs])
     unit = r.get("unit") or ""
     vals = sorted(x["measured"] for x in rs if _number(x.get("measured")))
-    if len(rs) == 1:
+    if len({x["host"] for x in rs}) == 1:
         what, cause = split_cause(r.get("message") or "")
         what = what.removeprefix(f"{r['host']}: ")
         src = r.get("source")
@@ -300,13 +309,8 @@ def problem_tables(records: list[dict]) -> str:
 def summary_table(records: list[dict]) -> str:
     if not records:
         return "<h2>Summary</h2><p>no check reported a result</p>"
-    if len({r["host"] for r in records} - {ALL}) <= MATRIX_MAX_HOSTS:
-        problems = "".join(
-            f"<li><b>{r['status']}</b> {escape(r['criterion'])} [{escape(r['host'])}]: "
-            f"{escape(r.get('message') or '')}</li>"
-            for r in records if r["status"] in PROBLEMS)
-        return (criteria_summary(records) + host_matrix(records)
-                + (f"<h3>Failures and errors</h3><ul>{problems}</ul>" if problems else ""))
+    if len({r["host"] for r in records} - {ALL}) <= MATRIX_MAX_HOSTS:  # the cover lists the problems
+        return criteria_summary(records) + host_matrix(records)
     return (criteria_summary(records) + "<h2>Hosts not passed, per criterion</h2>"
             + (problem_tables(records) or "<p>none</p>"))
 
@@ -350,8 +354,8 @@ def notes_section(doc: dict) -> str:
 
 # pytest-html's own counters count pytest outcomes (an ERROR that could not measure shows as
 # "Failed", N.A. and NOT RUN as "Skipped"): hidden, the cover's counts shown instead.
-HIDE_PYTEST = ("<style>.summary__data>.run-count,.summary__data>.filter,.controls .filters"
-               "{display:none}</style>")
+HIDE_PYTEST = ("<style>.summary__data>.run-count,.summary__data>.filter,.controls .filters,"
+               "th[data-column-type=result],td.col-result{display:none}</style>")
 
 
 STATUS_MEANING = {

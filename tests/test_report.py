@@ -172,6 +172,15 @@ def test_cover_at_1000_hosts_is_one_line_per_criterion_and_status():
             "&gt;= 100 GB/s<br>&rarr; likely cause: NVLink down") in lines[0]
 
 
+def test_one_host_that_could_not_measure_is_one_cover_line():
+    why = "gpu02: in use by another signoff run: run r7 by ops@ctl"
+    recs = [rec(c, "gpu02", "ERROR", message=why) for c in ("gpu_model", "ecc_enabled", "mig_mode", "a", "b")]
+    html = report.cover("FAIL", {"meta": {}, "results": [*recs, rec("gpu_model", "gpu01")]})
+    lines = re.findall(r"<li class='so-problem'>(.*?)</li>", html)
+    assert lines == ["<b class='so-ERROR'>ERROR</b> <b>5 checks (gpu_model, ecc_enabled, mig_mode, a and 1 "
+                     "more)</b> on gpu02: in use by another signoff run: run r7 by ops@ctl"]
+
+
 def test_controller_paths_are_shown_relative_to_the_suite_or_by_name():
     shipped = report.ROOT / "thresholds" / "h200-8x-nvlink.yaml"
     assert report.shown_path(shipped) == "thresholds/h200-8x-nvlink.yaml"

@@ -72,7 +72,8 @@ def pair_figure(pairs: list[dict], pct: bool) -> str:
         m[hosts.index(a), hosts.index(b)] = v
     n = len(hosts)
     fig, ax = plt.subplots(figsize=(2 + 0.5 * n, 1.6 + 0.45 * n))
-    im = ax.imshow(m, cmap="RdYlGn", vmin=0, vmax=100 if pct else None)
+    # red to green only on a share of line rate; plain Gb/s has no "good" end to colour
+    im = ax.imshow(m, cmap="RdYlGn" if pct else "viridis", vmin=0, vmax=100 if pct else None)
     for i in range(n):
         for j in range(n):
             if not np.isnan(m[i, j]):
