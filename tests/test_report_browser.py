@@ -47,8 +47,8 @@ def chromium(*args: str, profile_dir) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A 2-host lab run: the all-reduce (plots), the host pairs (matrix) and a pair floor no
-    veth reaches (a FAIL with its cause on the cover)."""
+    """A 2-host lab run: the all-reduce (plots), NCCL transport (N.A. on gloo), the host pairs
+    (matrix) and a pair floor no veth reaches (a FAIL with its cause on the cover)."""
     if not CHROMIUM or not shutil.which("pdftoppm"):
         pytest.fail("chromium and poppler-utils missing: make system installs them", pytrace=False)
     tmp = tmp_path_factory.mktemp("browser")
@@ -62,7 +62,7 @@ def run(tmp_path_factory):
                         "  net_pair_bandwidth: {min: 100000, unit: Gb/s, streams: 2, duration: 2, "
                         "source: 'test: beyond any veth, to put a FAIL on the cover'}\n")
         rc, res, out = accept(tmp, "acceptance/test_interconnect.py", "acceptance/test_network.py",
-                              "-k", "allreduce_busbw or pair", "--inventory", str(inv),
+                              "-k", "allreduce_busbw or nccl_transport or pair", "--inventory", str(inv),
                               "--profile", str(prof))
     assert rc == 1, out
     md = (tmp / "report" / "report.md").read_text()  # the same cover for a CI job page
@@ -95,6 +95,7 @@ def test_first_viewport_has_the_verdict_and_the_failures_and_plots_are_loaded(ru
     assert got["environment"] == 0 and "pytest-metadata" not in text and "Plugins" not in text
     assert str(ROOT) not in text, text[max(0, text.find(str(ROOT)) - 300):text.find(str(ROOT)) + 100]
     assert "('/" not in text and "Skipped: " not in text  # no Python reprs of a skip
+    assert "N.A.: lab1 runs the all-reduce on gloo (no GPU): NCCL transport does not apply" in text
     assert "Methodology" in text and "busbw = algbw x 2(n-1)/n" in text and "Hardware signed off" in text
     # and the pixels: the screenshot's first viewport shows the FAIL badge's colour
     shot = tmp_path / "shot.png"
