@@ -39,10 +39,14 @@ def test_allreduce_busbw(host, profile, devices, check, attach, measure, fleet):
         cause = "; ".join(diagnose.interconnect(devices, doc, pairs,
                                                 cpu_count=host.facts.get("cpu_count"))) or \
             "nothing abnormal found in links, transport or pairs"
+    tries = doc.get("attempts") or []  # the retry policy's (signoff/interconnect/run.py best_of)
+    said = (f", best of {len(tries)} attempts ({', '.join(f'{v:g}' for v in tries)} GB/s; spread "
+            f"{doc['spread_pct']:g} %)" if tries else "")
     check.expect(row["busbw"], t, f"all-reduce busbw at {t.extra['size']} "
-                 f"({doc['world_size']} ranks, {doc['backend']})", cause=cause,
+                 f"({doc['world_size']} ranks, {doc['backend']}{said})", cause=cause,
                  details={"rows": doc["rows"], "backend": doc["backend"],
                           "graphs": doc.get("graphs"), "nccl": doc.get("nccl"),
+                          "attempts": tries, "spread_pct": doc.get("spread_pct"),
                           "measured_utc": fleet.windows["interconnect"].get(host.name)})
 
 

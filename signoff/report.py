@@ -390,7 +390,11 @@ def methodology(doc: dict, profile, families: list) -> str:
             "<p>Units: GB = 10<sup>9</sup> bytes, GB/s = 10<sup>9</sup> B/s, Gb/s = 10<sup>9</sup> "
             "bit/s; message and block sizes in binary units (1M = 2<sup>20</sup> B). Every host is "
             "measured at once per family, one family after the other (storage reads and the soak "
-            "alone on the hosts). Every figure is one measurement: none is retried into a pass.</p>"
+            "alone on the hosts). Retry policy: a bandwidth figure that misses its threshold may be "
+            "measured again, a bounded number of times (the profile's <code>attempts</code>), where "
+            "its row below says so; every attempt is kept and shown with its spread, the best is "
+            "judged, and a FAIL says how many attempts it had. Correctness, health, temperatures "
+            "and versions are never measured again.</p>"
             f"<table class='so-table'><tr><th>check</th><th>tool</th><th>method</th></tr>{rows}</table>"
             f"<h3>What the statuses mean</h3><ul>{statuses}</ul>{sources}</div>")
 

@@ -4,7 +4,7 @@ threshold, and the GPU pair heatmaps (every host's up to MATRIX_MAX_HOSTS, else 
 from __future__ import annotations
 
 from signoff.figures import img
-from signoff.interconnect import plots
+from signoff.interconnect import ATTEMPTS, plots
 from signoff.report import MATRIX_MAX_HOSTS, WORST
 from signoff.units import human_bytes, parse_size
 
@@ -40,12 +40,14 @@ def interconnect_section(records: list[dict], profile) -> str:
     return out
 
 
-def methodology(doc: dict) -> list[dict]:
+def methodology(doc: dict, profile) -> list[dict]:
     recs = [r for r in doc["results"] if r["criterion"] == "allreduce_busbw" and r.get("details")]
     d = recs[0]["details"] if recs else {}
     torch = next((f.get("torch") or {} for f in doc.get("hosts", {}).values() if f.get("torch")), {})
     nccl = d.get("nccl") or torch.get("nccl")
     sizes = [r["bytes"] for r in d.get("rows") or []]
+    t = profile.criteria.get("allreduce_busbw") if profile else None
+    attempts = t.extra.get("attempts", ATTEMPTS) if t else ATTEMPTS
     swept = f"{human_bytes(sizes[0])} to {human_bytes(sizes[-1])}, x2 steps" if sizes else \
         "the profile's sweep"
     return [{"check": "allreduce_busbw, allreduce_correct, nccl_transport",
@@ -55,7 +57,10 @@ def methodology(doc: dict) -> list[dict]:
                     f"{'a CUDA graph of' if d.get('graphs') else 'a loop of'} 20 all-reduces timed with "
                     f"CUDA events (wall clock on gloo), median of 3 repeats, the slowest rank's time; "
                     f"algbw = bytes / time, busbw = algbw x 2(n-1)/n (nccl-tests' definition); every "
-                    f"size's sum checked exactly; judged at the profile's size"},
+                    f"size's sum checked exactly; judged at the profile's size; after a miss there, "
+                    f"the sweep again up to the threshold's attempts ({attempts} in all), the best "
+                    f"judged, every attempt's busbw and the spread in the check's details and message; "
+                    f"a size is correct only if it was in every attempt"},
             {"check": "p2p_bandwidth, p2p_uniformity, gpu_topology",
              "tool": f"torch {torch.get('version') or '?'} copies, nvidia-smi topo -m",
              "how": "1 GiB copy per ordered GPU pair, 10 iterations timed with CUDA events, one way "
