@@ -26,6 +26,7 @@ STYLE = """<style>
 .so-verdict{font-size:20px;font-weight:bold;padding:6px 12px;display:inline-block}
 .so-cover{border:2px solid #888;padding:8px 14px;margin:8px 0 18px;color:#000}
 .so-cover li{margin:3px 0}.so-section img{max-width:100%}
+.so-table td,.so-table th,.so-section,.so-methodology,.so-inventory{color:#222}
 #environment-header,#environment{display:none}
 @media print{
  .so-section,.so-methodology,.so-inventory,#results-table{break-before:page}
@@ -345,7 +346,10 @@ def host_notes(doc: dict) -> list[str]:
 
 
 def notes_section(doc: dict) -> str:
-    lines = host_notes(doc)
+    # a host's leftovers in one line (a shared /tmp may hold dozens): every path kept
+    lines = [x for x in host_notes(doc) if not x.startswith("leftover on ")]
+    lines += [f"leftover on {h} ({len(ws)}): " + "; ".join(ws) + ": remove them once no run of them is alive"
+              for h, ws in doc.get("leftovers", {}).items()]
     if not lines:
         return ""
     return ("<h2>On the hosts</h2><ul>" + "".join(f"<li class='so-odd'>{escape(x)}</li>" for x in lines)

@@ -256,3 +256,10 @@ def test_soak_series_are_drawn_from_results_json_with_the_hottest_hosts_above_16
     many = soak_section({"soak": {f"h{i:02d}": live(i) for i in range(40)}}, prof)
     assert len(pngs(many)) == report.WORST and "The 3 hottest of 40 soaked hosts" in many
     assert "h39 soak time series" in many and "h10 soak time series" not in many
+
+
+def test_a_hosts_leftovers_are_one_line_keeping_every_path():
+    stale = [f"probe temp dir /tmp/signoff.{i:02d} of a run that is gone" for i in range(40)]
+    html = report.notes_section({"leftovers": {"n1": stale, "n2": stale[:1]}, "left_behind": {}, "hosts": {}})
+    assert html.count("<li") == 2 and all(p.split()[3] in html for p in stale)
+    assert "leftover on n1 (40): probe temp dir /tmp/signoff.00 of a run that is gone; " in html

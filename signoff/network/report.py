@@ -96,9 +96,9 @@ def methodology(doc: dict) -> list[dict]:
             {"check": "net_pair_bandwidth",
              "tool": f"{pair.get('tool') or 'iperf3, ib_write_bw (perftest) or the built-in TCP probe'}"
                      + (f" {pair['version']}" if pair.get("version") else ""),
-             "how": f"sender -> receiver over the data interface, {pair.get('streams', 'the profile')}'s "
-                    f"parallel streams for {pair.get('duration', 'the profile')} s; pairs: a ring (each "
-                    f"host to the next) or all pairs in rounds, each host in one pair at a time; "
+             "how": f"sender -> receiver over the data interface, {pair.get('streams') or 'the profile`s'} "
+                    f"parallel streams for {pair.get('duration') or '(profile)'} s; pairs: a ring "
+                    f"(each host to the next) or all pairs in rounds, each host in one pair at a time; "
                     f"judged in Gb/s (1e9 bit/s) or as a share of the slower NIC's line rate"},
             {"check": "multinode_allreduce", "tool": "torch.distributed across hosts (NCCL, gloo on CPU)",
              "how": "one rank per GPU on every host, the all-reduce sweep as above; a low busbw is "
