@@ -7,6 +7,7 @@ INVENTORY ?=
 HOSTS ?=
 ARGS ?=
 SYSTEM_PKGS := openssh-server fio iperf3 iproute2 python3 procps slurmctld slurmd slurm-client munge
+SYSTEM_PKGS += chromium poppler-utils  # the report's headless-browser and PDF tests
 
 HOST_OPTS := $(if $(INVENTORY),--inventory $(INVENTORY),) $(if $(HOSTS),--hosts $(HOSTS),)
 
@@ -27,10 +28,11 @@ $(VENV)/.installed-probe: $(VENV)/.installed
 
 venv: $(VENV)/.installed
 
-# Debian packages the lab tests need (real sshd, fio, iperf3, Slurm 22.05 with munge); needs root.
+# Debian packages the lab tests need (real sshd, fio, iperf3, Slurm 22.05 with munge, chromium
+# and poppler for the report); needs root.
 system:
 	@missing=""; for b in /usr/sbin/sshd /usr/bin/fio /usr/bin/iperf3 /usr/sbin/ip /usr/bin/python3 \
-	  /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/srun /usr/sbin/munged; do \
+	  /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/srun /usr/sbin/munged /usr/bin/chromium /usr/bin/pdftoppm; do \
 	  [ -x $$b ] || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PKGS); fi

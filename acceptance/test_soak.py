@@ -34,12 +34,6 @@ def test_soak_gpu_temp(host, gpus, profile, soak_run, check, attach):
     t = profile.threshold("soak_gpu_temp")
     hold = soak.effective_hold(hs.series, soak.parse_duration(t.extra.get("hold", "30s")))
     plan = soak_run.plan
-    mem = profile.criteria.get("soak_mem_temp")
-    gemm_min = profile.criteria.get("soak_gemm_tflops")
-    attach("png", soakplots.timeseries(host.name, hs.series, hs.header["gpus"],
-                                       {"temp": t.value, "mem_temp": mem.value if mem else None,
-                                        "tflops": gemm_min.value if gemm_min else None},
-                                       plan["warmup"]), "soak time series")
     attach("html", soakplots.table(soak.summary(hs.series, plan["warmup"], hold), plan["interval"]),
            "soak maxima and medians")
     v = _judge(soak.judge_temperature, host, hs.series, "temp", t.value, hold)

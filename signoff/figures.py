@@ -24,3 +24,8 @@ def html_table(rows: dict) -> str:
     body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
                    for k, v in rows.items())
     return f"<table class='so-table'>{body}</table>"
+
+
+def img(b64: str, alt: str) -> str:
+    """A figure shown in a report section (not folded in a result row)."""
+    return f"<img class='so-plot' alt='{escape(alt, quote=True)}' src='data:image/png;base64,{b64}'>"

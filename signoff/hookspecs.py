@@ -21,3 +21,9 @@ def pytest_signoff_parametrize(config, inventory) -> dict:
 @pytest.hookspec
 def pytest_signoff_report_sections(doc, profile) -> str:
     """An HTML section of the report's summary (results.json's document), or ''."""
+
+
+@pytest.hookspec
+def pytest_signoff_methodology(doc, profile) -> list:
+    """How the family measured, for the report's Methodology: [{"check": ..., "tool": "fio
+    3.36", "how": "sizes, timing, durations, definitions"}, ...], versions read from `doc`."""

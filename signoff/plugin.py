@@ -11,12 +11,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from html import escape
 from pathlib import Path
 
 import pytest
 
 from signoff import (
     InputError,
+    baseline,
     families,
     hookspecs,
     hostlist,
@@ -29,6 +31,7 @@ from signoff import (
 )
 from signoff.check import NA_PREFIX, Check
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, new_run_id
+from signoff.report import status_class as report_status_class
 from signoff.results import ALL, Results, not_reported, split_nodeid, worse
 from signoff.transport import HostUnreachable
 
@@ -55,6 +58,8 @@ class State:
     slurm: slurm.Slurm | None = None  # its steps of this run (the fleet's)
     interrupts: int = 0  # Ctrl-C / SIGTERM received
     stopping: bool = False  # the checks are over (or interrupted): only cleanup is left
+    base: dict | None = None  # --baseline's results.json
+    tolerance: float = baseline.TOLERANCE
 
 
 STATE = pytest.StashKey[State]()
@@ -93,6 +98,11 @@ def pytest_addoption(parser):
     g.addoption("--partial", action="store_true", default=False,
                 help="accept a subset of the checks (-k, one file) as a PASS; without it a "
                      "partial run's verdict is INCOMPLETE")
+    g.addoption("--baseline", default=None, metavar="PATH/results.json",
+                help="compare with an earlier run: figures that regressed beyond "
+                     "--baseline-tolerance, hosts that appeared or vanished (cover, results.json)")
+    g.addoption("--baseline-tolerance", default=f"{100 * baseline.TOLERANCE:g}%",
+                help="a figure moved the wrong way by more than this regressed (default %(default)s)")
     g.addoption("--report-dir", default=None,
                 help="where report.html, results.json and junit.xml go "
                      "(default reports/<UTC timestamp>/)")
@@ -189,9 +199,11 @@ def pytest_configure(config):
         arg = config.getoption("profile")
         prof = None if arg == "auto" else profiles.load(arg)
         config.hook.pytest_signoff_check_options(config=config, inventory=inv, profile=prof)
+        tolerance = baseline.tolerance_arg(config.getoption("baseline_tolerance"))
+        base = baseline.load(config.getoption("baseline")) if config.getoption("baseline") else None
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
-    state = State(inv, prof, arg, run_id=new_run_id(),
+    state = State(inv, prof, arg, run_id=new_run_id(), base=base, tolerance=tolerance,
                   job=slurm.allocation()[0] if launcher(config) == "slurm" else None)
     config.stash[STATE] = state
     if not _is_acceptance_run(config):
@@ -215,6 +227,8 @@ def pytest_configure(config):
         "probe_python": {h.name: h.python for h in inv.hosts},  # the interpreter each host's probes use
         "run": state.run_id,
         "launcher": {"launcher": "slurm", "job": state.job} if state.job else {"launcher": "ssh"},
+        "operator": report.operator(),
+        "suite_version": report.suite_version(),
     })
     config.pluginmanager.register(Recorder(state, config), "signoff-recorder")
     # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.
@@ -558,11 +572,16 @@ class Recorder:
         for rec in not_reported(st.results.doc["results"], self.selected,
                                 "the check did not report a result"):
             st.results.add(rec)
+        if st.base is not None:
+            where = report.shown_path(Path(self.config.getoption("baseline")).resolve().parent)
+            name = f"run {(st.base.get('meta') or {}).get('run')} ({where})"
+            st.results.set_meta(baseline=baseline.compare(st.results.doc, st.base, st.tolerance, name))
         verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
                                     or st.interrupts > 0,
                                     partial=self.partial(st.results.doc["results"]),
                                     allow_partial=self.config.getoption("partial"))
         junit.write(st.report_dir / "junit.xml", st.results.doc)
+        (st.report_dir / "report.md").write_text(report.markdown(st.results.doc))
         if verdict != "PASS" and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # skipped checks are not a pass
 
@@ -573,21 +592,40 @@ class Recorder:
             junit.write(Path(config.option.xmlpath), self.state.results.doc)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_header(self, cells):
+        cells.insert(1, "<th>Status</th>")
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report, cells):
-        # The result column says our status (ERROR, N.A., NOT RUN), not pytest's outcome.
-        status = self.final.get(report.nodeid)
-        if status and cells:
-            cells[0] = f'<td class="col-result">{status}</td>'
+        # Our status (ERROR, N.A., NOT RUN) in a column of its own: pytest-html's result column
+        # (hidden, report.HIDE_PYTEST) must keep pytest's outcome, which its row filter reads: a
+        # row whose outcome it does not know is never shown.
+        status = self.final.get(report.nodeid, "")
+        if cells:
+            cells.insert(1, f'<td class="col-signoff {report_status_class(status)}">{status}</td>')
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_html(self, report, data):
+        # A skip's log is pytest's (path, line, reason) tuple: the reason is what a reader needs.
+        if report.skipped and isinstance(report.longrepr, tuple):
+            data[:] = [escape(report.longrepr[2].removeprefix("Skipped: "))]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_metadata(self, metadata, config):
+        metadata.clear()  # pytest-html's environment table: the controller's plugins, no one's business
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
-        doc = self.state.results.doc
-        prefix.extend([report.verdict_block(doc["verdict"] or "INCOMPLETE", doc["meta"]),
-                       report.status_counts(doc["results"]),
+        doc, prof, hook = self.state.results.doc, self.state.profile, self.config.hook
+        # pluggy calls the last registered first: reversed, the families' own order
+        sections = hook.pytest_signoff_report_sections(doc=doc, profile=prof)[::-1]
+        methods = hook.pytest_signoff_methodology(doc=doc, profile=prof)[::-1]
+        prefix.extend([report.cover(doc["verdict"] or "INCOMPLETE", doc), report.HIDE_PYTEST,
                        report.summary_table(doc["results"]),
                        report.notes_section(doc),
-                       *self.config.hook.pytest_signoff_report_sections(doc=doc, profile=self.state.profile),
-                       report.profile_block(self.state.profile)])
+                       *(f"<div class='so-section'>{s}</div>" for s in sections if s),
+                       report.methodology(doc, prof, methods),
+                       report.inventory_section(doc)])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_report_title(self, report):

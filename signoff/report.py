@@ -1,12 +1,19 @@
-"""HTML fragments for the pytest-html report: verdict, per-criterion summary (and the host x
-criterion matrix on small clusters), notes on the hosts, the profile used. The families add
-their own sections (pytest_signoff_report_sections)."""
+"""HTML fragments for the pytest-html report: the cover (verdict, what failed and why, counts,
+who ran what when), per-criterion summary (and the host x criterion matrix on small clusters),
+notes on the hosts, the methodology, the hardware inventory, the profile used; and report.md,
+the same cover in Markdown. The families add their own sections (pytest_signoff_report_sections)
+and methodology (pytest_signoff_methodology)."""
 
 from __future__ import annotations
 
+import getpass
+import re
+import socket
 import statistics
+import subprocess
 from collections import Counter
 from html import escape
+from pathlib import Path
 
 from signoff import hostlist
 from signoff.results import ALL, STATUSES
@@ -17,29 +24,172 @@ STYLE = """<style>
 .so-PASS{background:#d4f4d4}.so-FAIL{background:#f8c8c8}.so-ERROR{background:#f4b183}
 .so-NA{background:#e8e8e8}.so-NOTRUN{background:#fff2a8}.so-odd{background:#f8c8c8;font-weight:bold}
 .so-verdict{font-size:20px;font-weight:bold;padding:6px 12px;display:inline-block}
+.so-cover{border:2px solid #888;padding:8px 14px;margin:8px 0 18px;color:#000}
+.so-cover li{margin:3px 0}.so-section img{max-width:100%}
+.so-table td,.so-table th,.so-section,.so-methodology,.so-inventory{color:#222}
+#environment-header,#environment{display:none}
+@media print{
+ .so-section,.so-methodology,.so-inventory,#results-table{break-before:page}
+ .extras-row.hidden{display:table-row!important}
+ .controls,.filters,.summary__reload{display:none!important}
+ img{max-width:100%;break-inside:avoid}tr{break-inside:avoid}
+}
 </style>"""
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def suite_version() -> str:
+    """The package version, with `git describe` where the suite runs from a checkout."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        v = version("signoff")
+    except PackageNotFoundError:
+        v = "unknown"
+    try:
+        git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--tags"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        git = ""
+    return f"{v} (git {git})" if git else v
+
+
+def operator() -> str:
+    """Who ran it: user@controller."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
+
+
+def shown_path(path) -> str:
+    """A controller file named as a provider can read it: relative to the suite
+    (thresholds/h200-8x.yaml), else its name only (the controller's directories are no one
+    else's business)."""
+    p = Path(str(path))
+    try:
+        return str(p.resolve().relative_to(ROOT))
+    except (ValueError, OSError):
+        return p.name
 
 
 def status_class(status: str) -> str:
     return "so-" + status.replace(".", "").replace(" ", "")
 
 
-def verdict_block(verdict: str, meta: dict) -> str:
-    hosts = hostlist.fold(meta.get("hosts", []))
-    return (f"{STYLE}<h2>Sign-off verdict</h2>"
-            f"<div class='so-verdict {status_class('PASS' if verdict == 'PASS' else 'FAIL')}'>"
-            f"{escape(verdict)}</div>"
+CAUSE = "; likely cause: "
+
+
+def split_cause(message: str) -> tuple[str, str]:
+    """A check's message is 'host: what = value, expected ...; likely cause: ...'."""
+    what, _, cause = (message or "").partition(CAUSE)
+    return what, cause
+
+
+def problem_groups(records: list[dict]) -> list[dict]:
+    """FAIL, ERROR, NOT RUN records grouped per (status, criterion): one cover line each,
+    whatever the number of hosts; a host's checks that could not measure for one same reason
+    (unreachable, locked) are one line."""
+    same: dict = {}
+    for r in records:
+        if r["status"] in ("ERROR", "NOT RUN"):
+            same.setdefault((r["status"], r["host"], r.get("message") or ""), []).append(r)
+    merged = [rs for rs in same.values() if len(rs) > 1]
+    taken = {id(r) for rs in merged for r in rs}
+    groups: dict = {}
+    for r in records:
+        if r["status"] in PROBLEMS and id(r) not in taken:
+            groups.setdefault((r["status"], r["criterion"]), []).append(r)
+    out = [{"criterion": c, "status": s, "records": rs} for (s, c), rs in groups.items()]
+    for rs in merged:
+        names = [r["criterion"] for r in rs]
+        out.append({"criterion": f"{len(rs)} checks ({', '.join(names[:4])}"
+                                 + (f" and {len(names) - 4} more)" if len(names) > 4 else ")"),
+                    "status": rs[0]["status"], "records": rs})
+    return sorted(out, key=lambda g: (PROBLEMS.index(g["status"]), g["criterion"]))
+
+
+def problem_line(g: dict) -> tuple[str, str, str]:
+    """(who, what, cause) of one group: the host(s); measured vs threshold; likely cause."""
+    rs = g["records"]
+    r = rs[0]
+    who = hosts_text([x["host"] for x in rs])
+    unit = r.get("unit") or ""
+    vals = sorted(x["measured"] for x in rs if _number(x.get("measured")))
+    if len({x["host"] for x in rs}) == 1:
+        what, cause = split_cause(r.get("message") or "")
+        what = what.removeprefix(f"{r['host']}: ")
+        src = r.get("source")
+        if src:  # the citation is in the Methodology: the cover says value and limit
+            what = re.sub(rf" \([^()]*, source: {re.escape(src)}\)$|; {re.escape(src)}\)$",
+                          lambda m: ")" if m.group(0).startswith(";") else "", what)
+    else:
+        causes = list(dict.fromkeys(split_cause(x.get("message") or "")[1] for x in rs))
+        cause = "; ".join(c for c in causes[:2] if c) + (f" (and {len(causes) - 2} other causes)"
+                                                         if len(causes) > 2 else "")
+        span = f"{_fmt(vals[0])}-{_fmt(vals[-1])} {unit}" if len(vals) > 1 else \
+            f"{_fmt(vals[0])} {unit}" if vals else ""
+        what = (f"{len(rs)} hosts, measured {span}, expected {r.get('expected')}" if span
+                else split_cause(r.get("message") or "")[0].removeprefix(f"{r['host']}: "))
+    return who, what, cause
+
+
+def run_line(meta: dict) -> str:
+    took = ""
+    if meta.get("started") and meta.get("finished"):
+        from datetime import datetime
+        s = (datetime.fromisoformat(meta["finished"]) - datetime.fromisoformat(meta["started"])).seconds
+        took = f" ({s // 60} min {s % 60} s)" if s >= 60 else f" ({s} s)"
+    def utc(t):
+        return str(t).replace("T", " ").removesuffix("+00:00")
+    return (f"run {utc(meta.get('started', '?'))} to {utc(meta.get('finished') or 'not finished')} UTC{took} "
+            f"by {meta.get('operator', '?')}; signoff {meta.get('suite_version', '?')}")
+
+
+def cover(verdict: str, doc: dict) -> str:
+    """The first screen: verdict, what to fix (criterion, hosts, measured vs threshold, likely
+    cause), regressions against the baseline, counts, profile and class, who ran it when."""
+    meta, records = doc["meta"], doc["results"]
+    lines = []
+    for g in problem_groups(records):
+        who, what, cause = problem_line(g)
+        lines.append(f"<li class='so-problem'><b class='{status_class(g['status'])}'>{g['status']}</b> "
+                     f"<b>{escape(g['criterion'])}</b> on {escape(who)}: {escape(what)}"
+                     + (f"<br>&rarr; likely cause: {escape(cause)}" if cause else "") + "</li>")
+    base = meta.get("baseline") or {}
+    regressions = [f"<li class='so-regression'><b>REGRESSED</b> <b>{escape(x['criterion'])}</b> on "
+                   f"{escape(x['host'])}: {escape(regression_text(x))}</li>"
+                   for x in base.get("regressions", [])]
+    moved = [f"<li>hosts {kind} since the baseline: {escape(hosts_text(base[kind]))}</li>"
+             for kind in ("appeared", "vanished") if base.get(kind)]
+    counts = Counter(r["status"] for r in records)
+    parts = ", ".join(f"<span class='{status_class(s)}' data-status='{s}'>{counts[s]} {s}</span>"
+                      for s in STATUSES if counts[s])
+    hosts = meta.get("hosts", [])
+    return (f"{STYLE}<div class='so-cover'><h2>Sign-off verdict: "
+            f"<span class='so-verdict {status_class('PASS' if verdict == 'PASS' else 'FAIL')}'>"
+            f"{escape(verdict)}</span></h2>"
+            + (f"<h3>To fix</h3><ul>{''.join(lines)}</ul>" if lines else "<p>Nothing failed.</p>")
+            + (f"<h3>Compared with {escape(base.get('name', 'the baseline'))} (tolerance "
+               f"{_fmt(100 * base.get('tolerance', 0))} %)</h3><ul>"
+               f"{''.join(regressions + moved) or '<li>no regression</li>'}</ul>" if base else "")
+            + f"<p class='so-counts'>{len(records)} checks: {parts}</p>"
             f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
-            f"({escape(str(meta.get('profile_class', '')))}); hosts: {escape(hosts)}; "
-            f"inventory: {escape(str(meta.get('inventory')))}; started {meta.get('started')} UTC."
-            + (f"<br>Probe Python: {escape(', '.join(f'{h} {py}' for h, py in meta['probe_python'].items()))}"
-               if meta.get("probe_python") else "")
+            f"({escape(str(meta.get('profile_class', '')))}); hosts ({len(hosts)}): "
+            f"{escape(hosts_text(hosts))}<br>{escape(run_line(meta))}"
             + f"<br>Launcher: {escape(launcher(meta))}"
             + (f"<br><b>Partial run</b>: {escape(meta['partial'])}" if meta.get("partial") else "")
-            + "</p>"
-            "<p>PASS needs every applicable check to run and pass; ERROR means the check "
+            + "</p><p>PASS needs every applicable check to run and pass; ERROR means the check "
             "could not measure (it is not a pass); N.A. means the profile does not apply it to "
-            "that host.</p>")
+            "that host; NOT RUN means it was not measured (see the Methodology).</p></div>")
+
+
+def regression_text(x: dict) -> str:
+    if x.get("was_status"):
+        return f"{x['was_status']} before, {x['status']} now"
+    return (f"{_fmt(x['measured'])} {x.get('unit') or ''} vs {_fmt(x['baseline'])} before "
+            f"({x['change_pct']:+.1f} %)")
 
 
 def launcher(meta: dict) -> str:
@@ -173,13 +323,8 @@ def problem_tables(records: list[dict]) -> str:
 def summary_table(records: list[dict]) -> str:
     if not records:
         return "<h2>Summary</h2><p>no check reported a result</p>"
-    if len({r["host"] for r in records} - {ALL}) <= MATRIX_MAX_HOSTS:
-        problems = "".join(
-            f"<li><b>{r['status']}</b> {escape(r['criterion'])} [{escape(r['host'])}]: "
-            f"{escape(r.get('message') or '')}</li>"
-            for r in records if r["status"] in PROBLEMS)
-        return (criteria_summary(records) + host_matrix(records)
-                + (f"<h3>Failures and errors</h3><ul>{problems}</ul>" if problems else ""))
+    if len({r["host"] for r in records} - {ALL}) <= MATRIX_MAX_HOSTS:  # the cover lists the problems
+        return criteria_summary(records) + host_matrix(records)
     return (criteria_summary(records) + "<h2>Hosts not passed, per criterion</h2>"
             + (problem_tables(records) or "<p>none</p>"))
 
@@ -192,7 +337,7 @@ def profile_block(profile) -> str:
         f"<td>{escape(t.source)}</td></tr>" for t in profile.criteria.values())
     hw = ", ".join(f"{k}={v}" for k, v in profile.hardware.items())
     return (f"<h2>Profile {escape(profile.name)}</h2><p>{escape(profile.description)}<br>"
-            f"file {escape(profile.path)}; inherits {' &rarr; '.join(map(escape, profile.chain))}"
+            f"file {escape(shown_path(profile.path))}; inherits {' &rarr; '.join(map(escape, profile.chain))}"
             f"<br>hardware class: {escape(hw)}</p><table class='so-table'>"
             f"<tr><th>criterion</th><th>threshold</th><th>source</th></tr>{rows}</table>")
 
@@ -215,7 +360,10 @@ def host_notes(doc: dict) -> list[str]:
 
 
 def notes_section(doc: dict) -> str:
-    lines = host_notes(doc)
+    # a host's leftovers in one line (a shared /tmp may hold dozens): every path kept
+    lines = [x for x in host_notes(doc) if not x.startswith("leftover on ")]
+    lines += [f"leftover on {h} ({len(ws)}): " + "; ".join(ws) + ": remove them once no run of them is alive"
+              for h, ws in doc.get("leftovers", {}).items()]
     if not lines:
         return ""
     return ("<h2>On the hosts</h2><ul>" + "".join(f"<li class='so-odd'>{escape(x)}</li>" for x in lines)
@@ -223,13 +371,114 @@ def notes_section(doc: dict) -> str:
 
 
 # pytest-html's own counters count pytest outcomes (an ERROR that could not measure shows as
-# "Failed", N.A. and NOT RUN as "Skipped"): hidden, and ours shown instead.
-_HIDE_PYTEST_COUNTS = ("<style>.summary__data>.run-count,.summary__data>.filter,.controls .filters"
-                       "{display:none}</style>")
+# "Failed", N.A. and NOT RUN as "Skipped"): hidden, the cover's counts shown instead.
+HIDE_PYTEST = ("<style>.summary__data>.run-count,.summary__data>.filter,.controls .filters,"
+               "th[data-column-type=result],td.col-result{display:none}</style>")
 
 
-def status_counts(records: list[dict]) -> str:
-    counts = Counter(r["status"] for r in records)
-    parts = ", ".join(f"<span class='{status_class(s)}' data-status='{s}'>{counts[s]} {s}</span>"
-                      for s in STATUSES if counts[s])
-    return f"{_HIDE_PYTEST_COUNTS}<p class='so-counts'>{len(records)} checks: {parts}</p>"
+STATUS_MEANING = {
+    "PASS": "measured and within the profile's threshold",
+    "FAIL": "measured and outside the threshold (a judgement: the message names value, limit, source)",
+    "ERROR": "could not be measured (host unreachable, probe failed or timed out, threshold missing): "
+             "never a pass",
+    "N.A.": "the profile does not apply this check to this host (e.g. a pair test on a 1-GPU host): "
+            "never counted as a pass",
+    "NOT RUN": "not measured (the host is outside the profile's hardware class, a run cut short, "
+               "a check deselected): the verdict is INCOMPLETE",
+}
+
+
+def methodology(doc: dict, profile, families: list) -> str:
+    """How each family measured (its own methodology hook), units, what each status means,
+    and every threshold's source as a citation."""
+    sysinfo = {"check": "GPU model, count, health, versions", "tool": "NVML (nvidia-ml-py), torch, sysfs",
+               "how": "read once on every host when the run starts, before any load (the sysinfo "
+                      "probe); versions compared across hosts"}
+    rows = "".join(f"<tr><th>{escape(m['check'])}</th><td>{escape(m['tool'])}</td>"
+                   f"<td>{escape(m['how'])}</td></tr>" for fam in [[sysinfo], *families] for m in fam)
+    statuses = "".join(f"<li><b>{s}</b>: {escape(t)}</li>" for s, t in STATUS_MEANING.items())
+    sources = ""
+    if profile is not None:
+        sources = "".join(f"<tr><td>{escape(t.criterion)}</td><td>{escape(t.expected)}</td>"
+                          f"<td>{escape(t.source)}</td></tr>" for t in profile.criteria.values())
+        sources = (f"<h3>Threshold sources (profile {escape(profile.name)}, "
+                   f"{escape(shown_path(profile.path))})</h3><table class='so-table'><tr><th>criterion"
+                   f"</th><th>threshold</th><th>source</th></tr>{sources}</table>")
+    return ("<div class='so-methodology'><h2>Methodology</h2>"
+            "<p>Units: GB = 10<sup>9</sup> bytes, GB/s = 10<sup>9</sup> B/s, Gb/s = 10<sup>9</sup> "
+            "bit/s; message and block sizes in binary units (1M = 2<sup>20</sup> B). Every host is "
+            "measured at once per family, one family after the other (storage reads and the soak "
+            "alone on the hosts). Retry policy: a bandwidth figure that misses its threshold may be "
+            "measured again, a bounded number of times (the profile's <code>attempts</code>), where "
+            "its row below says so; every attempt is kept and shown with its spread, the best is "
+            "judged, and a FAIL says how many attempts it had. Correctness, health, temperatures "
+            "and versions are never measured again.</p>"
+            f"<table class='so-table'><tr><th>check</th><th>tool</th><th>method</th></tr>{rows}</table>"
+            f"<h3>What the statuses mean</h3><ul>{statuses}</ul>{sources}</div>")
+
+
+def _gib(n) -> str:
+    return f"{n / 2**30:.0f} GiB" if _number(n) else ""
+
+
+def inventory_section(doc: dict) -> str:
+    """Per host, what a provider needs to find the part: GPUs (model, UUID, serial, VBIOS,
+    PCI bus), driver, NICs, CPU, memory, OS, kernel, and the probes' Python."""
+    nics = {}
+    for r in doc["results"]:  # nic_link's details: the ports the netinfo probe saw
+        if r["criterion"] == "nic_link" and isinstance(r.get("details"), dict):
+            nics[r["host"]] = r["details"]
+    rows = []
+    for h, f in sorted(doc.get("hosts", {}).items()):
+        if "error" in f:
+            rows.append(f"<tr><th>{escape(h)}</th><td colspan='4' class='so-ERROR'>"
+                        f"{escape(str(f['error']))}</td></tr>")
+            continue
+        nv = f.get("nvidia") or {}
+        gpus = "<br>".join(escape(f"GPU {g.get('index')}: {g.get('name')}, {g.get('uuid')}, serial "
+                                  f"{g.get('serial') or '?'}, VBIOS {g.get('vbios') or '?'}, PCI "
+                                  f"{g.get('pci_bus_id')}") for g in nv.get("gpus") or []) or "no GPU"
+        net = nics.get(h) or {}
+        ports = [f"{p['name']} {p.get('speed_mbps') or '?'} Mb/s {p.get('operstate')}"
+                 for p in net.get("ethernet") or [] if not p.get("virtual")]
+        ports += [f"{p['device']}/{p['port']} {p.get('rate')} {p.get('state')}"
+                  for p in net.get("infiniband") or []]
+        host = (f"{f.get('os')}, kernel {f.get('kernel')}<br>CPU {f.get('cpu_model') or '?'} "
+                f"({f.get('cpu_count')} logical), memory {_gib(f.get('memory_bytes')) or '?'}")
+        sw = (f"driver {nv.get('driver') or '-'} (CUDA {nv.get('cuda_driver') or '-'}); torch "
+              f"{(f.get('torch') or {}).get('version') or '-'}; probe Python {f.get('python')} "
+              f"{f.get('python_executable')}")
+        rows.append(f"<tr><th>{escape(h)}</th><td>{gpus}</td><td>{escape(sw)}</td>"
+                    f"<td>{escape('; '.join(ports) or 'not probed (no network check ran)')}</td>"
+                    f"<td>{host.replace(chr(10), ' ')}</td></tr>")
+    return ("<div class='so-inventory'><h2>Hardware signed off</h2><table class='so-table'><tr><th>host"
+            "</th><th>GPUs (model, UUID, serial, VBIOS, PCI)</th><th>software</th><th>NICs</th>"
+            f"<th>host</th></tr>{''.join(rows)}</table></div>")
+
+
+def markdown(doc: dict) -> str:
+    """report.md: the cover for a CI job page or a ticket."""
+    meta = doc["meta"]
+    counts = Counter(r["status"] for r in doc["results"])
+    out = [f"# GPU cluster sign-off: {doc.get('verdict') or 'INCOMPLETE'}", "",
+           f"Profile **{meta.get('profile')}** ({meta.get('profile_class', '')}); "
+           f"hosts: {hosts_text(meta.get('hosts', []))}  ",
+           run_line(meta), "",
+           "Checks: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]), ""]
+    groups = problem_groups(doc["results"])
+    if groups:
+        out += ["## To fix", ""]
+        for g in groups:
+            who, what, cause = problem_line(g)
+            out.append(f"- **{g['status']}** `{g['criterion']}` on {who}: {what}"
+                       + (f"; likely cause: {cause}" if cause else ""))
+        out.append("")
+    base = meta.get("baseline")
+    if base:
+        out += [f"## Compared with {base.get('name')} (tolerance {_fmt(100 * base['tolerance'])} %)", ""]
+        out += [f"- **REGRESSED** `{x['criterion']}` on {x['host']}: {regression_text(x)}"
+                for x in base.get("regressions", [])] or ["- no regression"]
+        out += [f"- hosts {k} since the baseline: {hosts_text(base[k])}"
+                for k in ("appeared", "vanished") if base.get(k)]
+        out.append("")
+    return "\n".join(out) + "\nDetails: report.html (plots, methodology, inventory), results.json.\n"

@@ -151,7 +151,7 @@ class Results:
 
 
 def rebuild(report_dir: Path) -> dict:
-    """results.json (and junit.xml) made again from results.jsonl, e.g. after the controller
+    """results.json (and junit.xml, report.md) made again from results.jsonl, e.g. after the controller
     was killed (SIGKILL, OOM, power) before it wrote its summary. A run that did not finish
     is INCOMPLETE; its checks without a record are NOT RUN; a soak cut short gets its
     samples from soak/<host>.jsonl."""
@@ -184,6 +184,8 @@ def rebuild(report_dir: Path) -> dict:
                 mod.rebuild(report_dir, doc)
     _dump(report_dir / "results.json", doc)
     junit.write(report_dir / "junit.xml", doc)
+    from signoff import report  # report.md too (report.html is pytest-html's, at the end of a run)
+    (report_dir / "report.md").write_text(report.markdown(doc))
     return doc
 
 
@@ -194,7 +196,8 @@ def now() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m signoff.results")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    rb = sub.add_parser("rebuild", help="write DIR/results.json and junit.xml from DIR/results.jsonl")
+    rb = sub.add_parser("rebuild",
+                        help="write DIR/results.json, junit.xml and report.md from DIR/results.jsonl")
     rb.add_argument("dir", type=Path, help="the run's report directory")
     args = ap.parse_args(argv)
     try:

@@ -34,7 +34,8 @@ def test_default_is_the_python3_on_path_not_the_controller_venv(tmp_path):
     assert facts["python_executable"] == SYSTEM_PYTHON, p.stdout
     assert facts["torch"]["version"] is None  # that environment's torch (none), not the venv's
     assert res["meta"]["probe_python"] == {"localhost": SYSTEM_PYTHON}
-    assert f"Probe Python: localhost {SYSTEM_PYTHON}" in (tmp_path / "report" / "report.html").read_text()
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert f"probe Python {facts['python']} {SYSTEM_PYTHON}" in html  # the inventory's software column
 
 
 def test_python_option_reaches_the_local_host(tmp_path):

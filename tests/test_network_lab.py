@@ -95,6 +95,34 @@ def test_shaped_link_fails_that_pair_and_bisection_names_the_host(lab, tmp_path)
     assert "Bisection (2-host all-reduce per ring pair): slow <b>lab3</b>" in html
 
 
+def test_baseline_names_the_pair_shaped_since_as_regressed(lab, tmp_path):
+    inv = inventory(lab, tmp_path)
+    rc, before, out = accept(tmp_path / "before", "acceptance/test_network.py", "-k", "pair",
+                             "--inventory", inv, "--profile", LAB)
+    assert by_key(before)[("net_pair_bandwidth", "lab3->lab1")]["measured"] > 1, out
+    h3 = lab.host("lab3")
+    tc = ["ip", "netns", "exec", h3.netns, "tc", "qdisc"]
+    subprocess.run([*tc, "add", "dev", h3.veth_host, "root", "tbf", "rate", "400mbit",
+                    "burst", "64kb", "latency", "50ms"], check=True)
+    try:
+        rc, res, out = accept(tmp_path / "after", "acceptance/test_network.py", "-k", "pair",
+                              "--inventory", inv, "--profile", LAB, "--baseline",
+                              str(tmp_path / "before" / "report" / "results.json"))
+    finally:
+        subprocess.run([*tc, "del", "dev", h3.veth_host, "root"], check=True)
+    base = res["meta"]["baseline"]
+    assert base["run"] == before["meta"]["run"] and base["tolerance"] == 0.05 and base["compared"] == 3
+    reg = {(x["criterion"], x["host"]): x for x in base["regressions"]}
+    slow = reg[("net_pair_bandwidth", "lab3->lab1")]
+    assert slow["change_pct"] < -50 and slow["baseline"] > 1 > slow["measured"], slow
+    assert base["regressions"][0]["host"] == "lab3->lab1"  # the worst first
+    assert base["appeared"] == [] and base["vanished"] == []
+    html = (tmp_path / "after" / "report" / "report.html").read_text()
+    assert "<b>REGRESSED</b> <b>net_pair_bandwidth</b> on lab3-&gt;lab1: " in html
+    md = (tmp_path / "after" / "report" / "report.md").read_text()
+    assert "- **REGRESSED** `net_pair_bandwidth` on lab3->lab1: " in md
+
+
 def test_hung_host_is_named_and_nothing_hangs(lab, tmp_path):
     # sysinfo runs; the all-reduce hangs before it starts
     hang = script(tmp_path, "hangpython", f'[ "$1" = allreduce.py ] && exec -a signoff-nethang-{os.getpid()} '

@@ -126,9 +126,65 @@ def test_versions_of_few_hosts_stay_per_host():
     assert html.count("class='so-odd'>6.8.0") == 1
 
 
-def test_verdict_names_the_hosts_folded():
-    html = report.verdict_block("PASS", {"hosts": [f"node{i:04d}" for i in range(1, 1001)]})
-    assert "hosts: node[0001-1000];" in html
+def test_cover_names_the_hosts_folded():
+    html = report.cover("PASS", {"meta": {"hosts": [f"node{i:04d}" for i in range(1, 1001)]}, "results": []})
+    assert "hosts (1000): node[0001-1000]<br>" in html and "Nothing failed." in html
+
+
+SRC = "RA-11333-001 table 6 (shared/reference/thresholds.md)"
+
+
+def test_cover_says_what_failed_where_measured_vs_threshold_and_why_without_the_citation():
+    recs = [rec("storage_read_seq", "gpu07", "FAIL", 1.7, expected=">= 4 GB/s", unit="GB/s", source=SRC,
+                message=f"gpu07: sequential read of /data = 1.7 GB/s, expected >= 4 GB/s (h200-8x, source: "
+                        f"{SRC}); likely cause: /data is ext4 on a spinning disk"),
+            rec("ecc_enabled", "gpu03", "FAIL", "7/8", expected="ECC on", source=SRC,
+                message=f"gpu03: GPU 5 ECC off (expected ECC on; {SRC}); likely cause: "
+                        f"disabled by nvidia-smi"),
+            rec("p2p_bandwidth", "gpu01", "ERROR", message="gpu01: P2P probe measured 0 of 8 GPUs"),
+            rec("gpu_model", "gpu01")]
+    doc = {"meta": {"hosts": ["gpu01", "gpu03", "gpu07"], "profile": "h200-8x", "operator": "ops@ctl",
+                    "started": "2026-12-01T10:00:00+00:00", "finished": "2026-12-01T10:03:05+00:00",
+                    "suite_version": "0.1.0 (git abc123)"}, "results": recs}
+    html = report.cover("FAIL", doc)
+    lines = re.findall(r"<li class='so-problem'>(.*?)</li>", html)
+    assert len(lines) == 3 and "ERROR" in lines[-1]  # the FAILs first, then what could not measure
+    assert ("<b>storage_read_seq</b> on gpu07: sequential read of /data = 1.7 GB/s, expected &gt;= 4 GB/s"
+            "<br>&rarr; likely cause: /data is ext4 on a spinning disk") in lines[1]
+    assert "GPU 5 ECC off (expected ECC on)<br>&rarr; likely cause: disabled by nvidia-smi" in lines[0]
+    assert SRC not in "".join(lines)  # cited in the Methodology, not on the cover
+    assert ">2 FAIL</span>" in html and ">1 ERROR</span>" in html and ">1 PASS</span>" in html
+    assert "run 2026-12-01 10:00:00 to 2026-12-01 10:03:05 UTC (3 min 5 s) by ops@ctl; signoff 0.1.0 " \
+        "(git abc123)" in html
+    md = report.markdown({**doc, "verdict": "FAIL"})
+    assert md.startswith("# GPU cluster sign-off: FAIL") and "- **FAIL** `ecc_enabled` on gpu03: GPU 5" in md
+
+
+def test_cover_at_1000_hosts_is_one_line_per_criterion_and_status():
+    _, recs = cluster(1000)
+    for r in recs:
+        if r["status"] == "FAIL" and r["criterion"] == "allreduce_busbw":
+            r["message"] += "; likely cause: NVLink down"
+    html = report.cover("FAIL", {"meta": {}, "results": recs})
+    lines = re.findall(r"<li class='so-problem'>(.*?)</li>", html)
+    assert len(lines) == 3, lines  # busbw FAIL, gpu_temp FAIL, busbw ERROR
+    assert ("<b>allreduce_busbw</b> on node[0017,0500-0509]: 11 hosts, measured 10.02-10.51 GB/s, expected "
+            "&gt;= 100 GB/s<br>&rarr; likely cause: NVLink down") in lines[0]
+
+
+def test_one_host_that_could_not_measure_is_one_cover_line():
+    why = "gpu02: in use by another signoff run: run r7 by ops@ctl"
+    recs = [rec(c, "gpu02", "ERROR", message=why) for c in ("gpu_model", "ecc_enabled", "mig_mode", "a", "b")]
+    html = report.cover("FAIL", {"meta": {}, "results": [*recs, rec("gpu_model", "gpu01")]})
+    lines = re.findall(r"<li class='so-problem'>(.*?)</li>", html)
+    assert lines == ["<b class='so-ERROR'>ERROR</b> <b>5 checks (gpu_model, ecc_enabled, mig_mode, a and 1 "
+                     "more)</b> on gpu02: in use by another signoff run: run r7 by ops@ctl"]
+
+
+def test_controller_paths_are_shown_relative_to_the_suite_or_by_name():
+    shipped = report.ROOT / "thresholds" / "h200-8x-nvlink.yaml"
+    assert report.shown_path(shipped) == "thresholds/h200-8x-nvlink.yaml"
+    assert report.shown_path("/home/someone/private/mine.yaml") == "mine.yaml"
 
 
 def test_matrix_up_to_16_hosts_and_a_cluster_wide_check_is_not_a_17th():
@@ -138,3 +194,72 @@ def test_matrix_up_to_16_hosts_and_a_cluster_wide_check_is_not_a_17th():
     _, recs = cluster(17)
     assert "<th>node0017</th>" not in report.summary_table(recs)
     assert "<b>FAIL</b> node0017" in report.summary_table(recs)
+
+
+def pngs(html: str) -> list[bytes]:
+    import base64
+    return [base64.b64decode(b) for b in re.findall(r"src='data:image/png;base64,([^']+)'", html)]
+
+
+def busbw_recs(n: int) -> list[dict]:
+    sizes = [1 << 20 << k for k in range(0, 14)]  # 1M .. 8G
+    return [rec("allreduce_busbw", f"node{i:04d}", "FAIL" if i == 7 else "PASS", 300.0,
+                details={"rows": [{"bytes": b, "busbw": (100 if i == 7 else 400) * k / 14, "algbw": 1}
+                                  for k, b in enumerate(sizes, 1)]})
+            for i in range(1, n + 1)] + \
+        [rec("p2p_bandwidth", f"node{i:04d}", "PASS", 300.0,
+             details={"unidirectional": {f"{a}-{b}": 300.0 - (i == 9) * 200 for a in range(8)
+                                         for b in range(8) if a != b}, "bidirectional": {"0-1": 500.0}})
+         for i in range(1, n + 1)]
+
+
+def test_interconnect_plots_are_in_the_section_at_2_and_1000_hosts():
+    from signoff import profiles
+    from signoff.interconnect.report import interconnect_section
+    prof = profiles.load("h200-8x-nvlink")
+    two = interconnect_section(busbw_recs(2), prof)
+    assert len(pngs(two)) == 1 + 2 * 2  # one busbw chart of both hosts, each host's two heatmaps
+    big = interconnect_section(busbw_recs(1000), prof)
+    imgs = pngs(big)
+    assert len(imgs) == 1 + 2 * report.WORST and all(i.startswith(b"\x89PNG") for i in imgs)
+    assert "GPU pair copies of the 3 hosts with the slowest pair (of 1000)" in big
+    assert "node0009 P2P unidirectional" in big  # the slow one among them
+    assert len(big) < 600_000, len(big)  # a distribution, not 1,000 lines
+
+
+def test_network_pair_matrix_and_its_histogram_above_32_hosts():
+    from signoff.network.report import network_section
+
+    def pair(a, b, frac, status="PASS"):
+        return rec("net_pair_bandwidth", f"{a}->{b}", status, 100 * frac, details={
+            "tool": "iperf3", "streams": 4, "duration": 5, "gbps": 400 * frac, "line_rate_gbps": 400,
+            "fraction": frac})
+    few = network_section([pair("h1", "h2", 0.93), pair("h2", "h3", 0.2, "FAIL"), pair("h3", "h1", 0.94)])
+    assert len(pngs(few)) == 1 and "20 %" in few
+    hosts = [f"n{i:04d}" for i in range(1000)]
+    many = network_section([pair(a, b, 0.9 - (a == "n0500") * 0.5, "FAIL" if a == "n0500" else "PASS")
+                            for a, b in zip(hosts, hosts[1:] + hosts[:1])])
+    assert len(pngs(many)) == 1 and many.count("<tr class=") == 1 and "n0500-&gt;n0501" in many
+
+
+def test_soak_series_are_drawn_from_results_json_with_the_hottest_hosts_above_16():
+    from signoff import profiles
+    from signoff.soak.report import soak_section
+
+    def live(peak):
+        series = [{"t": float(t), "temp": [40 + peak * t / 10], "mem_temp": [50], "power": [600],
+                   "sm_clock": [1900], "reasons": [0], "tflops": [600.0]} for t in range(11)]
+        return {"gpus": [{"index": 0}], "warmup_s": 2, "max": {"temp": [40 + peak]}, "series": series}
+    prof = profiles.load("h200-1x")
+    one = soak_section({"soak": {"a": live(30)}}, prof)
+    assert len(pngs(one)) == 1 and "a soak time series" in one
+    many = soak_section({"soak": {f"h{i:02d}": live(i) for i in range(40)}}, prof)
+    assert len(pngs(many)) == report.WORST and "The 3 hottest of 40 soaked hosts" in many
+    assert "h39 soak time series" in many and "h10 soak time series" not in many
+
+
+def test_a_hosts_leftovers_are_one_line_keeping_every_path():
+    stale = [f"probe temp dir /tmp/signoff.{i:02d} of a run that is gone" for i in range(40)]
+    html = report.notes_section({"leftovers": {"n1": stale, "n2": stale[:1]}, "left_behind": {}, "hosts": {}})
+    assert html.count("<li") == 2 and all(p.split()[3] in html for p in stale)
+    assert "leftover on n1 (40): probe temp dir /tmp/signoff.00 of a run that is gone; " in html

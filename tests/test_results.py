@@ -104,6 +104,8 @@ def test_rebuild_after_a_kill_keeps_every_record_and_marks_the_rest_not_run(tmp_
     assert [(r["host"], r["status"]) for r in doc["results"]] == [("n1", "PASS"), ("n2", "NOT RUN")]
     assert "killed before this check reported" in doc["results"][1]["message"]
     assert 'tests="3"' in (tmp_path / "junit.xml").read_text()  # 2 checks + the verdict
+    md = (tmp_path / "report.md").read_text()
+    assert md.startswith("# GPU cluster sign-off: INCOMPLETE") and "- **NOT RUN** `a` on n2: " in md
 
 
 def test_rebuild_of_a_finished_run_gives_its_results_json(tmp_path):

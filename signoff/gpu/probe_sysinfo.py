@@ -21,6 +21,14 @@ def os_release():
         return None
 
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        return None
+
+
 def machine():
     """What tells this machine (and network namespace) from another host of the run: two
     inventory entries that reach one host report the same. boot_id: a cloned image keeps
@@ -198,7 +206,9 @@ def gpu_info(torch_ok):
             h = nv.nvmlDeviceGetHandleByIndex(i)
             g = {"index": i, "name": _nv(nv.nvmlDeviceGetName, h),
                  "uuid": _nv(nv.nvmlDeviceGetUUID, h),
-                 "pci_bus_id": getattr(_nv(nv.nvmlDeviceGetPciInfo, h), "busId", None)}
+                 "pci_bus_id": getattr(_nv(nv.nvmlDeviceGetPciInfo, h), "busId", None),
+                 "serial": _nv(nv.nvmlDeviceGetSerial, h),  # what a provider finds the board by
+                 "vbios": _nv(nv.nvmlDeviceGetVbiosVersion, h)}
             if isinstance(g["pci_bus_id"], bytes):
                 g["pci_bus_id"] = g["pci_bus_id"].decode()
             cc = _nv(nv.nvmlDeviceGetCudaComputeCapability, h)
@@ -251,6 +261,8 @@ def main():
         "os": os_release(),
         "kernel": platform.release(),
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "torch": tinfo,
         "nvidia": gpu_info(bool(tinfo.get("cuda_available"))),
     }

@@ -1,27 +1,9 @@
-"""Interconnect figures: the all-reduce busbw curve and the GPU pair heatmaps."""
+"""Interconnect figures: every host's all-reduce busbw curve on one chart, the GPU pair heatmaps."""
 
 from __future__ import annotations
 
 from signoff.figures import plt, png
 from signoff.units import human_bytes
-
-
-def busbw_curve(host: str, rows: list[dict], limit: float | None, ref_bytes: int | None) -> str:
-    fig, ax = plt.subplots(figsize=(6.5, 3.2))
-    x = [r["bytes"] for r in rows]
-    ax.plot(x, [r["busbw"] for r in rows], "o-", label="busbw")
-    ax.plot(x, [r["algbw"] for r in rows], ".--", alpha=0.6, label="algbw")
-    if limit is not None:
-        ax.axhline(limit, color="red", lw=1, label=f"threshold {limit:g} GB/s")
-    if ref_bytes:
-        ax.axvline(ref_bytes, color="grey", lw=0.8, ls=":", label=f"judged at {human_bytes(ref_bytes)}")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(x, [human_bytes(v) for v in x], rotation=60, fontsize=7)
-    ax.set_ylabel("GB/s (1e9 B/s)")
-    ax.set_title(f"{host}: all-reduce bandwidth")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return png(fig)
 
 
 def p2p_heatmap(host: str, n: int, matrix: dict, title: str, limit: float | None = None) -> str:
@@ -54,3 +36,41 @@ def allreduce_table(doc: dict) -> str:
                    f"<td>{'ok' if r['correct'] else 'WRONG'}</td></tr>" for r in doc["rows"])
     return ("<table class='so-table'><tr><th>size</th><th>time us</th><th>algbw GB/s</th>"
             f"<th>busbw GB/s</th><th>result</th></tr>{rows}</table>")
+
+
+def busbw_hosts(rows: dict[str, list[dict]], limit: float | None, ref_bytes: int | None,
+                max_lines: int = 16, worst: int = 3) -> str:
+    """busbw vs size of every host on one chart; above `max_lines` hosts, their distribution
+    (median, 10-90 % and min-max bands) and the `worst` hosts at the judged size as lines."""
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    sizes = sorted({r["bytes"] for rs in rows.values() for r in rs})
+    if len(rows) <= max_lines:
+        for h, rs in sorted(rows.items()):
+            ax.plot([r["bytes"] for r in rs], [r["busbw"] for r in rs], "o-", ms=3, lw=1, label=h)
+        title = f"all-reduce busbw, {len(rows)} host(s)"
+    else:
+        grid = np.array([[next((r["busbw"] for r in rs if r["bytes"] == b), np.nan) for b in sizes]
+                         for rs in rows.values()])
+        q = {p: np.nanpercentile(grid, p, axis=0) for p in (0, 10, 50, 90, 100)}
+        ax.fill_between(sizes, q[0], q[100], color="tab:blue", alpha=0.15, label="min-max")
+        ax.fill_between(sizes, q[10], q[90], color="tab:blue", alpha=0.3, label="10-90 %")
+        ax.plot(sizes, q[50], "-", color="tab:blue", lw=1.5, label="median")
+        at = ref_bytes if ref_bytes in sizes else sizes[-1]
+        low = sorted(rows, key=lambda h: next((r["busbw"] for r in rows[h] if r["bytes"] == at), 0))[:worst]
+        for h in low:
+            ax.plot([r["bytes"] for r in rows[h]], [r["busbw"] for r in rows[h]], ".-", lw=1,
+                    label=f"{h} (lowest)")
+        title = f"all-reduce busbw, {len(rows)} hosts: distribution and the {worst} lowest"
+    if limit is not None:
+        ax.axhline(limit, color="red", lw=1, label=f"threshold {limit:g} GB/s")
+    if ref_bytes:
+        ax.axvline(ref_bytes, color="grey", lw=0.8, ls=":", label=f"judged at {human_bytes(ref_bytes)}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [human_bytes(v) for v in sizes], rotation=60, fontsize=7)
+    ax.set_ylabel("busbw GB/s (1e9 B/s)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+    return png(fig)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from signoff.interconnect import report
 from signoff.interconnect.run import MEASURES
 from signoff.plugin import HostView, selected_hosts
 
@@ -18,3 +19,13 @@ def measure(request, fleet, profile):
                               lambda n: probe(HostView(n, fleet.facts(n), fleet.sessions[n]), profile),
                               selected_hosts(request.session, tests))
     return get
+
+
+@pytest.hookimpl
+def pytest_signoff_report_sections(doc, profile):
+    return report.interconnect_section(doc["results"], profile)
+
+
+@pytest.hookimpl
+def pytest_signoff_methodology(doc, profile):
+    return report.methodology(doc, profile)

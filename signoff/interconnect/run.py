@@ -7,6 +7,7 @@ import pytest
 
 from signoff.check import class_guard, not_applicable
 from signoff.fleet import ProbeError
+from signoff.units import parse_size
 
 
 def allreduce_doc(host, profile, devices) -> dict:
@@ -15,10 +16,40 @@ def allreduce_doc(host, profile, devices) -> dict:
     t = profile.threshold("allreduce_busbw")
     lo, hi = t.extra["sweep"]
     env = {"NCCL_NVLS_ENABLE": "0"} if profile.hardware.get("nvls") is False else {}
-    doc = host.cached_probe("allreduce", "--min-bytes", lo, "--max-bytes", hi, env=env)
-    if "error" in doc:
-        raise ProbeError(f"{host}: all-reduce probe failed: {doc['error']}")
-    return doc  # fewer ranks than GPUs is judged by allreduce(), where its rows are recorded
+    args = ("allreduce", "--min-bytes", lo, "--max-bytes", hi)
+
+    def sweep(probe) -> dict:
+        doc = probe(*args, env=env)
+        if "error" in doc:
+            raise ProbeError(f"{host}: all-reduce probe failed: {doc['error']}")
+        return doc
+    doc = sweep(host.cached_probe)
+    return best_of(doc, lambda: sweep(host.probe), t)  # fewer ranks than GPUs: judged by allreduce()
+
+
+def busbw_at(doc: dict, nbytes: int):
+    return next((r["busbw"] for r in doc.get("rows") or [] if r["bytes"] == nbytes), None)
+
+
+def best_of(doc: dict, again, t) -> dict:
+    """The retry policy: after a miss at the judged size, the sweep again, up to the
+    threshold's `attempts` in all; the best attempt is judged and every attempt's figure kept
+    (`attempts`, `spread_pct`). Correctness is never retried into a pass: a size is correct only
+    if it was in every attempt."""
+    from signoff.interconnect import ATTEMPTS
+    ref, n = parse_size(t.extra["size"]), t.extra.get("attempts", ATTEMPTS)
+    tries = [doc]
+    while len(tries) < n and not t.ok(busbw_at(tries[-1], ref) or 0):
+        tries.append(again())
+    if len(tries) == 1:
+        return doc
+    best = max(tries, key=lambda d: busbw_at(d, ref) or 0)
+    wrong = {r["bytes"] for d in tries for r in d["rows"] if not r["correct"]}
+    figures = [busbw_at(d, ref) for d in tries]
+    top = max(f or 0 for f in figures)
+    return {**best, "rows": [{**r, "correct": r["bytes"] not in wrong} for r in best["rows"]],
+            "attempts": figures,
+            "spread_pct": round(100 * (top - min(f or 0 for f in figures)) / top, 1) if top else None}
 
 
 def p2p_doc(host, gpus) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from signoff import InputError
+from signoff.network import report
 from signoff.network.judge import (
     NET_PAIRS_MAX,
     PAIR_DURATION_S,
@@ -99,3 +100,8 @@ def pairs(pytestconfig) -> list[tuple[str, str]]:
 @pytest.hookimpl
 def pytest_signoff_report_sections(doc, profile):
     return network_section(doc["results"])
+
+
+@pytest.hookimpl
+def pytest_signoff_methodology(doc, profile):
+    return report.methodology(doc)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from html import escape
 
-from signoff.report import status_class
+from signoff.figures import img, plt, png
+from signoff.report import MATRIX_MAX_HOSTS, WORST, status_class
+
+MATRIX_HOSTS = 32  # up to this many hosts a sender x receiver matrix; above, a histogram
 
 
 def _pct(fraction) -> str:
     return "" if fraction is None else f"{100 * fraction:.0f} %"
-
 
 
 def network_section(records: list[dict]) -> str:
@@ -19,6 +21,11 @@ def network_section(records: list[dict]) -> str:
     multi = next((r for r in records if r["criterion"] == "multinode_allreduce"), None)
     if not pairs and not multi:
         return ""
+    pct = all(r["details"].get("fraction") is not None for r in pairs)
+    fig = pair_figure(pairs, pct) if pairs else ""
+    if len(pairs) > MATRIX_MAX_HOSTS:  # the problems and the lowest, not 1,000 rows
+        low = sorted(pairs, key=lambda r: r["details"].get("fraction" if pct else "gbps") or 0)
+        pairs = [r for r in low if r["status"] != "PASS"] or low[:WORST]
     rows = "".join(
         f"<tr class='{status_class(r['status'])}'><td>{escape(r['host'])}</td>"
         f"<td>{escape(str(d.get('tool')))} ({d.get('streams')} streams, {d.get('duration')} s)</td>"
@@ -26,7 +33,8 @@ def network_section(records: list[dict]) -> str:
         f"<td>{_pct(d.get('fraction'))}</td>"
         f"<td>{r['status']}</td></tr>"
         for r in pairs for d in [r["details"]])
-    out = ("<h2>Network</h2><table class='so-table'><tr><th>pair (sender-&gt;receiver)</th>"
+    out = ("<h2>Network</h2>" + (img(fig, "host pair throughput") if fig else "")
+           + "<table class='so-table'><tr><th>pair (sender-&gt;receiver)</th>"
            "<th>tool</th><th>Gb/s</th><th>line rate Gb/s</th><th>% of line rate</th><th></th></tr>"
            f"{rows}</table>")
     bis = ((multi or {}).get("details") or {}).get("bisection")
@@ -39,3 +47,59 @@ def network_section(records: list[dict]) -> str:
         out += (f"<p>Bisection (2-host all-reduce per ring pair): slow <b>{escape(named)}</b></p>"
                 f"<table class='so-table'><tr><th>pair</th><th>busbw GB/s</th></tr>{cells}</table>")
     return out
+
+
+def pair_figure(pairs: list[dict], pct: bool) -> str:
+    """Sender x receiver matrix of throughput (% of line rate where the NIC has a real one,
+    else Gb/s); above MATRIX_HOSTS hosts, the distribution over the pairs."""
+    import numpy as np
+
+    val = {tuple(r["host"].split("->")): (100 * r["details"]["fraction"] if pct else r["details"]["gbps"])
+           for r in pairs if r["details"].get("gbps") is not None and "->" in r["host"]}
+    what = "% of line rate" if pct else "Gb/s (no real line rate: veth or unknown)"
+    hosts = sorted({h for k in val for h in k})
+    if not val:
+        return ""
+    if len(hosts) > MATRIX_HOSTS:
+        fig, ax = plt.subplots(figsize=(6.5, 3))
+        ax.hist(list(val.values()), bins=40)
+        ax.set_xlabel(what)
+        ax.set_ylabel("host pairs")
+        ax.set_title(f"{len(val)} host pairs over {len(hosts)} hosts", fontsize=10)
+        return png(fig)
+    m = np.full((len(hosts), len(hosts)), np.nan)
+    for (a, b), v in val.items():
+        m[hosts.index(a), hosts.index(b)] = v
+    n = len(hosts)
+    fig, ax = plt.subplots(figsize=(2 + 0.5 * n, 1.6 + 0.45 * n))
+    # red to green only on a share of line rate; plain Gb/s has no "good" end to colour
+    im = ax.imshow(m, cmap="RdYlGn" if pct else "viridis", vmin=0, vmax=100 if pct else None)
+    for i in range(n):
+        for j in range(n):
+            if not np.isnan(m[i, j]):
+                ax.text(j, i, f"{m[i, j]:.0f}" if pct else f"{m[i, j]:.3g}", ha="center", va="center",
+                        fontsize=7)
+    ax.set_xticks(range(n), hosts, rotation=60, fontsize=7)
+    ax.set_yticks(range(n), hosts, fontsize=7)
+    ax.set_xlabel("receiver")
+    ax.set_ylabel("sender")
+    ax.set_title(f"host pair throughput, {what}", fontsize=9)
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    return png(fig)
+
+
+def methodology(doc: dict) -> list[dict]:
+    pair = next((r["details"] for r in doc["results"]
+                 if r["criterion"] == "net_pair_bandwidth" and r.get("details")), {})
+    return [{"check": "nic_link, nic_rate", "tool": "sysfs (/sys/class/net, /sys/class/infiniband)",
+             "how": "every port's state and rate as the kernel reports it"},
+            {"check": "net_pair_bandwidth",
+             "tool": f"{pair.get('tool') or 'iperf3, ib_write_bw (perftest) or the built-in TCP probe'}"
+                     + (f" {pair['version']}" if pair.get("version") else ""),
+             "how": f"sender -> receiver over the data interface, {pair.get('streams') or 'the profile`s'} "
+                    f"parallel streams for {pair.get('duration') or '(profile)'} s; pairs: a ring "
+                    f"(each host to the next) or all pairs in rounds, each host in one pair at a time; "
+                    f"judged in Gb/s (1e9 bit/s) or as a share of the slower NIC's line rate"},
+            {"check": "multinode_allreduce", "tool": "torch.distributed across hosts (NCCL, gloo on CPU)",
+             "how": "one rank per GPU on every host, the all-reduce sweep as above; a low busbw is "
+                    "bisected by 2-host all-reduces per ring pair to name the slow host or link"}]

@@ -10,7 +10,7 @@ from signoff.check import class_guard
 from signoff.fleet import ProbeError
 from signoff.plugin import STATE, HostView, Terminal, selected_hosts
 from signoff.profiles import matches
-from signoff.soak import CRITERIA
+from signoff.soak import CRITERIA, report
 from signoff.soak import judge as soak
 from signoff.soak.run import SoakRunner
 
@@ -66,3 +66,13 @@ def soaked(host, soak_run):
         raise ProbeError(f"{host}: the soak probe's NVML saw {seen} GPU(s) where sysinfo reports "
                          f"{len(host.gpus)}: the soak did not load and sample every GPU")
     return hs
+
+
+@pytest.hookimpl
+def pytest_signoff_report_sections(doc, profile):
+    return report.soak_section(doc, profile)
+
+
+@pytest.hookimpl
+def pytest_signoff_methodology(doc, profile):
+    return report.methodology(doc)

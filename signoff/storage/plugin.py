@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from signoff.storage import report
 from signoff.storage.run import StorageRun, min_free
 
 
@@ -37,3 +38,13 @@ def store(pytestconfig, fleet, profile):
                      pytestconfig.getoption("storage_min_free"))
     yield run
     run.close()
+
+
+@pytest.hookimpl
+def pytest_signoff_report_sections(doc, profile):
+    return report.storage_section(doc["results"], profile)
+
+
+@pytest.hookimpl
+def pytest_signoff_methodology(doc, profile):
+    return report.methodology(doc)

@@ -1,0 +1,80 @@
+"""--baseline PATH/results.json: this run against an earlier one, per host and criterion. A
+figure regressed when it moved the wrong way (lower where the threshold is a minimum,
+higher where it is a maximum) by more than the tolerance; a check that passed then and does
+not now regressed whatever its figure; hosts that appeared or vanished are named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from signoff import InputError
+from signoff.results import ALL
+
+TOLERANCE = 0.05  # 5 %: the issue's example; CI against staging nodes sets its own
+
+
+def load(path: str) -> dict:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "results.json"
+    try:
+        doc = json.loads(p.read_text())
+    except OSError as exc:
+        raise InputError(f"--baseline {path}: cannot read it ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise InputError(f"--baseline {path}: not a signoff results.json (no 'results' list)")
+    return doc
+
+
+def tolerance_arg(text: str) -> float:
+    """'5%' or '0.05' -> 0.05."""
+    t = str(text).strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise InputError(f"--baseline-tolerance {text}: expected a percentage (5%) or a fraction "
+                         f"(0.05)") from None
+    if not 0 <= v < 1:
+        raise InputError(f"--baseline-tolerance {text}: expected 0-100 %")
+    return v
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _direction(expected) -> int:
+    return {">=": 1, "<=": -1}.get(str(expected or "").split(" ", 1)[0], 0)
+
+
+def _hosts(doc: dict) -> set[str]:
+    return set(doc.get("hosts") or {}) or {r["host"] for r in doc["results"]} - {ALL}
+
+
+def compare(doc: dict, base: dict, tolerance: float, name: str) -> dict:
+    """What results.json's meta.baseline records and the cover lists."""
+    before = {(r["criterion"], r["host"]): r for r in base["results"]}
+    regressions = []
+    for r in doc["results"]:
+        b = before.get((r["criterion"], r["host"]))
+        if b is None:
+            continue
+        x = {"criterion": r["criterion"], "host": r["host"], "status": r["status"],
+             "unit": r.get("unit") or "", "measured": r.get("measured"), "baseline": b.get("measured")}
+        sign = _direction(r.get("expected") or b.get("expected"))
+        if sign and _number(x["measured"]) and _number(x["baseline"]) and x["baseline"]:
+            change = (x["measured"] - x["baseline"]) / abs(x["baseline"])
+            if sign * change < -tolerance:
+                regressions.append({**x, "change_pct": round(100 * change, 1)})
+                continue
+        if b["status"] == "PASS" and r["status"] in ("FAIL", "ERROR"):
+            regressions.append({**x, "was_status": b["status"]})
+    now, then = _hosts(doc), _hosts(base)
+    return {"name": name, "run": (base.get("meta") or {}).get("run"),
+            "started": (base.get("meta") or {}).get("started"), "tolerance": tolerance,
+            "compared": sum((r["criterion"], r["host"]) in before for r in doc["results"]),
+            "regressions": sorted(regressions, key=lambda x: x.get("change_pct", -1000)),
+            "appeared": sorted(now - then), "vanished": sorted(then - now)}

@@ -1,0 +1,68 @@
+"""The report's interconnect section: every host's busbw curve on one chart against the
+threshold, and the GPU pair heatmaps (every host's up to MATRIX_MAX_HOSTS, else the worst)."""
+
+from __future__ import annotations
+
+from signoff.figures import img
+from signoff.interconnect import ATTEMPTS, plots
+from signoff.report import MATRIX_MAX_HOSTS, WORST
+from signoff.units import human_bytes, parse_size
+
+
+def interconnect_section(records: list[dict], profile) -> str:
+    rows = {r["host"]: r["details"]["rows"] for r in records
+            if r["criterion"] == "allreduce_busbw" and (r.get("details") or {}).get("rows")}
+    p2p = {r["host"]: r["details"] for r in records
+           if r["criterion"] == "p2p_bandwidth" and (r.get("details") or {}).get("unidirectional")}
+    if not rows and not p2p:
+        return ""
+    out = "<h2>Interconnect (intra-node)</h2>"
+    t = profile.criteria.get("allreduce_busbw") if profile else None
+    if rows:
+        ref = parse_size(t.extra["size"]) if t and "size" in t.extra else None
+        out += img(plots.busbw_hosts(rows, t.value if t else None, ref, MATRIX_MAX_HOSTS, WORST),
+                    "all-reduce busbw vs message size")
+    if p2p:
+        lim = profile.criteria.get("p2p_bandwidth") if profile else None
+        shown = sorted(p2p, key=lambda h: min(p2p[h]["unidirectional"].values()))
+        if len(shown) > MATRIX_MAX_HOSTS:
+            out += (f"<p>GPU pair copies of the {WORST} hosts with the slowest pair (of "
+                    f"{len(shown)}):</p>")
+            shown = shown[:WORST]
+        for h in sorted(shown):
+            uni = p2p[h]["unidirectional"]
+            n = 1 + max(int(x) for k in uni for x in k.split("-"))
+            out += img(plots.p2p_heatmap(h, n, uni, "unidirectional copy", lim.value if lim else None),
+                        f"{h} P2P unidirectional")
+            if p2p[h].get("bidirectional"):
+                out += img(plots.p2p_heatmap(h, n, p2p[h]["bidirectional"], "bidirectional copy"),
+                            f"{h} P2P bidirectional")
+    return out
+
+
+def methodology(doc: dict, profile) -> list[dict]:
+    recs = [r for r in doc["results"] if r["criterion"] == "allreduce_busbw" and r.get("details")]
+    d = recs[0]["details"] if recs else {}
+    torch = next((f.get("torch") or {} for f in doc.get("hosts", {}).values() if f.get("torch")), {})
+    nccl = d.get("nccl") or torch.get("nccl")
+    sizes = [r["bytes"] for r in d.get("rows") or []]
+    t = profile.criteria.get("allreduce_busbw") if profile else None
+    attempts = t.extra.get("attempts", ATTEMPTS) if t else ATTEMPTS
+    swept = f"{human_bytes(sizes[0])} to {human_bytes(sizes[-1])}, x2 steps" if sizes else \
+        "the profile's sweep"
+    return [{"check": "allreduce_busbw, allreduce_correct, nccl_transport",
+             "tool": f"torch.distributed {torch.get('version') or '?'}, "
+                     f"{d.get('backend') or 'NCCL (gloo on CPU hosts)'} {nccl or ''}".strip(),
+             "how": f"one process per GPU; message sizes {swept}; per size 5 warm-up all-reduces, then "
+                    f"{'a CUDA graph of' if d.get('graphs') else 'a loop of'} 20 all-reduces timed with "
+                    f"CUDA events (wall clock on gloo), median of 3 repeats, the slowest rank's time; "
+                    f"algbw = bytes / time, busbw = algbw x 2(n-1)/n (nccl-tests' definition); every "
+                    f"size's sum checked exactly; judged at the profile's size; after a miss there, "
+                    f"the sweep again up to the threshold's attempts ({attempts} in all), the best "
+                    f"judged, every attempt's busbw and the spread in the check's details and message; "
+                    f"a size is correct only if it was in every attempt"},
+            {"check": "p2p_bandwidth, p2p_uniformity, gpu_topology",
+             "tool": f"torch {torch.get('version') or '?'} copies, nvidia-smi topo -m",
+             "how": "1 GiB copy per ordered GPU pair, 10 iterations timed with CUDA events, one way "
+                    "(unidirectional) and both ways at once (bidirectional); uniformity = slowest pair "
+                    "/ the host's median pair"}]
