@@ -104,11 +104,13 @@ def test_node_down_errors_by_name_with_slurms_reason(slurm, tmp_path):
     slurm.wait_idle(["lab3"])
 
 
-def hung_python(tmp_path, marker: str) -> str:
+def hung_python(tmp_path, marker: str, untracked: bool = False) -> str:
     """A host Python whose probes hang (a process named `marker`); `python -c` (the filter of
-    each task's stdout) still works."""
+    each task's stdout) still works. untracked: the probe removes its pid file, so the host-side
+    cleanup cannot find it (only ending its Slurm step does)."""
     p = tmp_path / "hungpython"
-    p.write_text(f'#!/bin/bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\nexec -a {marker} sleep 600\n')
+    p.write_text(f'#!/bin/bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
+                 + ("rm -f .pid.*\n" if untracked else "") + f"exec -a {marker} sleep 600\n")
     p.chmod(0o755)
     return str(p)
 
@@ -153,7 +155,7 @@ def test_node_dying_mid_probe_errors_it_with_slurms_word_others_pass(slurm, tmp_
 
 def test_ctrl_c_scancels_every_step(slurm, tmp_path):
     marker = f"signoff-slurm-intr-{os.getpid()}"
-    inv = inventory(slurm, tmp_path, lab2={"python": hung_python(tmp_path, marker)})
+    inv = inventory(slurm, tmp_path, lab2={"python": hung_python(tmp_path, marker, untracked=True)})
     rd = tmp_path / "report"
     # inside the allocation: the run, Ctrl-C once lab2's probe hangs, then what squeue lists
     script = (f"{sys.executable} -m pytest acceptance/ --launcher slurm --inventory {inv} --profile {LAB} "
