@@ -1,0 +1,60 @@
+"""The Slurm launcher's choices made before any node is touched: the allocation's hosts, what
+--hosts/--inventory may name, the GPUs per node of a job. The launcher itself runs against a
+real Slurm in tests/test_slurm_lab.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from test_cli import ROOT
+
+from signoff import InputError, slurm
+
+JOB = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[01-03]"}
+
+
+def configure(*args, env=JOB):
+    """`pytest acceptance/ --collect-only`: options and hosts judged, no host contacted."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "-p", "no:cacheprovider",
+                           "--collect-only", "-q", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**clean, **env})
+
+
+def test_allocation_hosts_and_auto_launcher():
+    assert slurm.allocation(JOB) == ("77", ["gpu01", "gpu02", "gpu03"])
+    with pytest.raises(InputError, match="not inside a Slurm allocation"):
+        slurm.allocation({})
+    p = configure()  # auto inside an allocation: its nodes are the hosts
+    assert "test_version_parity[gpu02]" in p.stdout, p.stdout + p.stderr
+    p = configure("--hosts", "gpu03")  # --hosts given: auto means SSH, to exactly those
+    assert "test_version_parity[gpu03]" in p.stdout and "gpu01" not in p.stdout
+
+
+def test_hosts_narrow_the_allocation_and_outsiders_are_refused():
+    p = configure("--launcher", "slurm", "--hosts", "gpu[01,03]")
+    assert "test_version_parity[gpu03]" in p.stdout and "[gpu02]" not in p.stdout, p.stdout
+    p = configure("--launcher", "slurm", "--hosts", "gpu[03-04]")
+    assert p.returncode != 0 and "gpu04 not in Slurm job 77's nodes (gpu[01-03])" in p.stderr, p.stderr
+    p = configure("--launcher", "slurm", env={})
+    assert p.returncode != 0 and "not inside a Slurm allocation" in p.stderr
+
+
+def test_gpus_per_node_from_the_job():
+    assert slurm.gpus_per_node("JobId=5 NumNodes=2 TresPerNode=gres:gpu:8 AllocTRES=cpu=2") == 8
+    assert slurm.gpus_per_node("JobId=5 NumNodes=2 TresPerNode=gres/gpu:h200:4 Foo=1") == 4
+    assert slurm.gpus_per_node("JobId=5 NumNodes=2 AllocTRES=cpu=64,node=2,gres/gpu=16") == 8
+    assert slurm.gpus_per_node("JobId=5 NumNodes=3 TRES=cpu=6,node=3,billing=6") is None
+
+
+def test_one_step_script_sends_the_common_command_once():
+    e = [slurm._Entry(f"n{i}", f"cd /tmp/signoff.{i}abc && python3 sysinfo.py", 30) for i in range(3)]
+    script = slurm.Slurm.script(None, e, False)
+    assert script.count("sysinfo.py") == 1 and "n2) T=30; P=python3; M=2;;" in script
+    out = subprocess.run(["sh", "-c", script], env={**os.environ, "SLURMD_NODENAME": "n1"},
+                         capture_output=True, text=True)
+    assert "@@signoff-slurm rc 2" in out.stdout  # `cd /tmp/signoff.1abc` failed there: sh exit 2
+    assert "signoff.1abc" in out.stderr
