@@ -7,7 +7,7 @@ from pathlib import Path
 from signoff import families, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("gpu", "interconnect", "network", "soak", "storage", "versions")
+NAMES = ("gpu", "interconnect", "network", "soak", "storage", "training", "versions")
 
 
 def test_every_family_found_with_its_criteria_and_probes():
@@ -16,8 +16,8 @@ def test_every_family_found_with_its_criteria_and_probes():
     assert crit["allreduce_busbw"]["family"] == "interconnect"
     assert crit["soak_gpu_temp"]["family"] == "soak" and crit["power_limit"]["family"] == "gpu"
     assert set(families.probes()) == {"sysinfo", "allreduce", "p2p", "storage", "netinfo",
-                                      "netpair", "soak"}
-    assert profiles.top_keys() >= {"criteria", "hardware", "soak"}
+                                      "netpair", "soak", "train", "loader", "hostlink"}
+    assert profiles.top_keys() >= {"criteria", "hardware", "soak", "training"}
 
 
 def test_every_shipped_threshold_belongs_to_a_family():

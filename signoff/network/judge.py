@@ -122,7 +122,7 @@ def suspects(pair_ok: dict[tuple[str, str], bool]) -> tuple[list[str], list[tupl
 
 
 def summarise(outcome: dict, names: list[str], first: str | None = None,
-              killed: set | None = None) -> dict:
+              killed: set | None = None, probe: str = "allreduce") -> dict:
     """One document for the collective; on failure, name the hosts that caused it:
     unreachable hosts, hosts whose probe never started, hosts whose ranks died of a signal
     we did not send; else, after a timeout, the hosts we stopped that had got least far
@@ -141,7 +141,7 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
         reached = ["the probe never started", "never joined the rendezvous", "joined"][progress[name]]
         own = (last_document(r.stdout) or {}).get("error")  # the probe's own words first
         if r.ok:
-            doc = doc or parse_probe_output(name, "allreduce", r)
+            doc = doc or parse_probe_output(name, probe, r)
             states[name] = "ok"
         elif name in killed:
             states[name] = f"{reached}; stopped by signoff after {first} failed"

@@ -132,7 +132,12 @@ class Network:
 
     def allreduce(self, names: list[str], lo: str, hi: str, env: dict, timeout: int) -> dict:
         """All hosts at once, rendezvous on the first; a failure kills every host's ranks."""
-        key = (tuple(names), lo, hi)
+        return self.collective(names, "allreduce", ["--min-bytes", lo, "--max-bytes", hi], env, timeout)
+
+    def collective(self, names: list[str], probe: str, args: list[str], env: dict, timeout: int) -> dict:
+        """Probe `probe` (with probe_allreduce's rendezvous arguments: --nnodes, --node-rank,
+        --master-addr, --master-port, --timeout, --nprocs) on every host at once, as allreduce()."""
+        key = (tuple(names), probe, tuple(args))
         if key in self._collective:
             return self._collective[key]
         dead = self.dead(names)
@@ -159,7 +164,7 @@ class Network:
             nproc = [] if self.fleet.facts(name)["nvidia"].get("gpus") else ["--nprocs", "1"]
             ifenv = {"GLOO_SOCKET_IFNAME": s.host.data_iface, "NCCL_SOCKET_IFNAME": s.host.data_iface}
             return s.probe_result(
-                "allreduce", "--min-bytes", lo, "--max-bytes", hi, "--nnodes", str(len(names)),
+                probe, *args, "--nnodes", str(len(names)),
                 "--node-rank", str(rank), "--master-addr", master, "--master-port", port,
                 "--timeout", str(timeout), *nproc, timeout=timeout + 30, env={**ifenv, **env})
 
@@ -187,7 +192,7 @@ class Network:
                             killed.add(futures[fut])
                     except HostUnreachable:
                         pass
-        self._collective[key] = result = summarise(outcome, names, first, killed)
+        self._collective[key] = result = summarise(outcome, names, first, killed, probe)
         return result
 
     def bisect(self, names, t, env, timeout) -> dict:

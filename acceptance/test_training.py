@@ -1,0 +1,155 @@
+"""Training level: a real data-parallel step's throughput and loss, its scaling over the GPUs
+of a host and over the nodes, whether the CPUs can feed it, and the host<->GPU links."""
+
+from __future__ import annotations
+
+import pytest
+
+from signoff.check import not_applicable
+from signoff.fleet import ProbeError
+from signoff.interconnect.run import collective_devices
+from signoff.training import judge
+from signoff.training.run import over_nodes
+
+RULE = "signoff acceptance rule"
+
+
+def _settings(doc: dict) -> dict:
+    return {"model": doc["model"], "formula": doc["formula"], "settings": doc.get("settings"),
+            "backend": doc["backend"]}
+
+
+def _row(r: dict) -> dict:
+    return {k: r[k] for k in ("ranks", "step_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu",
+                              "comm_share", "compute_s")}
+
+
+def test_train_throughput(host, profile, devices, check, training):
+    doc = training("train", host)
+    one = doc["widths"][0]
+    details = {**_settings(doc), "params": one["params"], "widths": [_row(r) for r in doc["widths"]]}
+    check.record(one["tflops_per_gpu"], unit="TFLOP/s", details=details)
+    t = profile.threshold("train_throughput")  # measured first: a missing threshold loses nothing
+    check.expect(one["tflops_per_gpu"], t,
+                 f"model TFLOP/s of the 1-{'GPU' if devices else 'rank'} step ({one['tokens_per_s']:g} "
+                 f"tokens/s, {one['step_s'] * 1e3:.1f} ms/step, {one['params'] / 1e6:.1f} M params)",
+                 cause="GPU clocks or power capped, a slow GPU, or another process on it "
+                       "(see power_limit, soak_gemm_tflops, gpu processes)", details=details)
+
+
+def test_train_loss_falls(host, profile, check, training):
+    doc = training("train", host)
+    t = profile.threshold("train_loss_falls")
+    ratios = {r["ranks"]: judge.loss_ratio(r["losses"]) for r in doc["widths"]}
+    bad = [f"{n} ranks: a loss is not finite ({doc['widths'][i]['losses'][-3:]})"
+           for i, (n, q) in enumerate(ratios.items()) if q is None]
+    bad += [f"{n} ranks: loss {r['losses'][0]:g} -> {r['losses'][-1]:g}, {q:g} x the first "
+            f"(expected {t.expected})" for (n, q), r in zip(ratios.items(), doc["widths"])
+            if q is not None and not t.ok(q)]
+    bad += [f"{r['ranks']} ranks: the replicas' weights differ after synced steps"
+            for r in doc["widths"] if not r["replicas_equal"]]
+    worst = max((q for q in ratios.values() if q is not None), default=None)
+    check.require(bad, worst, f"late loss {t.expected} of the first step's, finite, replicas equal",
+                  t.source, cause="the step does not learn: learning rate 0, gradients lost or wrong "
+                                  "(a bad all-reduce, a GPU computing garbage)",
+                  details={"ratios": ratios, "losses": {r["ranks"]: r["losses"] for r in doc["widths"]},
+                           "lr": (doc.get("settings") or {}).get("lr")})
+
+
+def test_train_scaling_host(host, profile, devices, check, training):
+    doc = training("train", host)
+    if doc["local_ranks"] < 2:
+        not_applicable(f"{host} has one GPU: no scaling within the host")
+    eff = judge.efficiency(doc["widths"])
+    full = doc["widths"][-1]
+    details = {**_settings(doc), "efficiency": eff, "widths": [_row(r) for r in doc["widths"]]}
+    check.record(eff[full["ranks"]], unit="x linear", details=details)
+    t = profile.threshold("train_scaling_host")
+    cause = ""
+    if not t.ok(eff[full["ranks"]]):
+        link = None
+        if devices:
+            try:
+                link = training("hostlink", host)
+            except ProbeError:
+                pass
+        cause = judge.scaling_cause(full, doc["widths"][0], judge.placement(link)) or \
+            "nothing abnormal in communication share or per-rank pace"
+    check.expect(eff[full["ranks"]], t, f"scaling efficiency at {full['ranks']} ranks "
+                 f"({full['tokens_per_s']:g} tokens/s vs {full['ranks']} x "
+                 f"{doc['widths'][0]['tokens_per_s']:g}; comm share {full['comm_share']:.0%})",
+                 cause=cause, details=details)
+
+
+def test_train_input_headroom(host, profile, check, training):
+    doc, ld = training("train", host), training("loader", host)
+    full = doc["widths"][-1]
+    best, workers = judge.saturation(ld["rows"])
+    ratio = round(best / full["samples_per_s"], 3)
+    details = {"loader": ld["rows"], "loader_settings": ld["settings"], "cpus": ld["cpus"],
+               "saturates_at_workers": workers, "step_samples_per_s": full["samples_per_s"],
+               "step_ranks": full["ranks"],
+               "sample": "one item of a batch: a sequence of the step, an image of the loader"}
+    check.record(ratio, unit="x the step's samples/s", details=details)
+    t = profile.threshold("train_input_headroom")
+    check.expect(ratio, t, f"DataLoader {best:g} samples/s (saturating at {workers} workers of "
+                 f"{ld['cpus']} CPUs) / the {full['ranks']}-rank step's {full['samples_per_s']:g}",
+                 cause="too few CPU cores or too slow ones for the input pipeline; per-sample work "
+                       "(decode, augment) too heavy for this host", details=details)
+
+
+def test_host_link_bandwidth(host, gpus, profile, check, training):
+    doc = training("hostlink", host)
+    worst, which = judge.slowest_link(doc["gpus"])
+    details = {"gpus": doc["gpus"], "process_cpus": doc["process_cpus"], "bytes": doc["bytes"],
+               "timing": doc["timing"]}
+    check.record(worst, unit="GB/s", details=details)
+    t = profile.threshold("host_link_bandwidth")
+    cause = "; ".join(judge.placement(doc)) or "a GPU on a narrower or slower PCIe link (see pcie_link)"
+    check.expect(worst, t, f"slowest pinned copy ({which})", cause=cause, details=details)
+
+
+@pytest.mark.usefixtures("fleet_of_class")
+def test_train_scaling_nodes(fleet, network, profile, check, training, pytestconfig):
+    names = fleet.names
+    if len(names) < 2:
+        not_applicable("one host: no scaling across nodes")
+    alone = {}
+    for name in names:  # each node's own step (the per-host measurement), never blamed twice
+        try:
+            alone[name] = training("train", name)
+        except ProbeError as exc:
+            raise ProbeError(f"the step across nodes needs each node's own step first: {exc}") from None
+    t = profile.threshold("train_scaling_nodes")
+    runs = over_nodes(network, names, profile, pytestconfig.getoption("collective_timeout"))
+    last = runs[max(runs)]
+    if not last["ok"]:
+        check.record(None, t.expected, t.unit, t.source,
+                     details={k: last[k] for k in ("states", "culprits") if k in last})
+        raise ProbeError(f"training step over {max(runs)} nodes failed; caused by "
+                         f"{', '.join(last.get('culprits') or []) or 'unknown'}: "
+                         + "; ".join(f"{h}: {s}" for h, s in last["states"].items()))
+    per_node, eff = {}, {}
+    for k, res in runs.items():
+        row, ranks = res["doc"]["widths"][0], res["doc"]["local_ranks"]
+        own = {n: next(r for r in alone[n]["widths"] if r["ranks"] == ranks) for n in names[:k]}
+        eff[k] = judge.node_efficiency(row, own)
+        per_node[k] = {n: max(row["compute_s"][i * ranks:(i + 1) * ranks]) for i, n in enumerate(names[:k])}
+    n = len(names)
+    full = runs[n]["doc"]["widths"][0]
+    slowest = max(per_node[n], key=per_node[n].get)
+    details = {"efficiency": eff, "step": _row(full), "node_step_alone_s": per_node,
+               "slowest_node": slowest, "ranks_per_node": runs[n]["doc"]["local_ranks"],
+               **_settings(runs[n]["doc"])}
+    cause = (f"slowest node {slowest}: {per_node[n][slowest] * 1e3:.1f} ms per step without gradient "
+             f"sync; {full['comm_share']:.0%} of the step waits on the gradient all-reduce across "
+             f"nodes (see multinode_allreduce, net_pair_bandwidth)")
+    check.expect(eff[n], t, f"scaling efficiency over {n} nodes ({full['tokens_per_s']:g} tokens/s vs "
+                 f"the nodes' own sum; slowest node {slowest})", cause=cause, details=details)
+
+
+@pytest.fixture
+def devices(host, profile, of_class):
+    """GPUs the step runs on; [] on a CPU-only host under a profile that allows it (gloo ranks).
+    A host not of the profile's class is NOT RUN (of_class)."""
+    return collective_devices(host)

@@ -1,0 +1,72 @@
+"""Training-level sign-off: a real data-parallel training step (probe_train: DDP, bf16 autocast,
+fused AdamW on a transformer stack the profile's `training:` section sizes) at 1, 2, 4, ... all
+GPUs of a host and over every node; whether a DataLoader's CPU work can feed it (probe_loader);
+host<->GPU copy bandwidth and NUMA placement (probe_hostlink). Judged in judge.py."""
+
+from signoff import InputError
+
+CRITERIA = {
+    "train_throughput": {"type": "number"},  # model TFLOP/s per GPU of the 1-GPU step
+    "train_loss_falls": {"type": "number", "ops": ("max",)},  # late loss / first loss, worst width
+    "train_scaling_host": {"type": "number"},  # efficiency at all GPUs of the host
+    "train_scaling_nodes": {"type": "number"},  # efficiency over every node
+    "train_input_headroom": {"type": "number"},  # DataLoader samples/s / the step's samples/s
+    "host_link_bandwidth": {"type": "number"},  # GB/s, slowest GPU's pinned H2D or D2H copy
+}
+PLUGIN = "signoff.training.plugin"
+
+# The step and the loader, where a profile sets no `training:` key: the H200 anchor's model
+# (shared/reference/measured-h200.md: 12 layers, d_model 2048, seq 2048, batch 8, 604 M
+# parameters) and its DataLoader (3x256x256 uint8 -> bilinear 224 -> normalise, batch 64).
+DEFAULTS = {"layers": 12, "d_model": 2048, "heads": 16, "ffn": 8192, "seq": 2048, "batch": 8,
+            "warmup": 3, "steps": 20, "lr": 1e-4, "threads": 1}
+LOADER = {"size": 256, "crop": 224, "batch": 64, "samples": 1024, "workers": None, "delay_ms": 0}
+
+
+def _number(where: str, key: str, val, low: float, integer: bool = True):
+    ok = not isinstance(val, bool) and isinstance(val, int if integer else (int, float)) and val >= low
+    if not ok:
+        raise InputError(f"{where}.{key}: expected {'an integer' if integer else 'a number'} "
+                         f">= {low:g}, got {val!r}")
+    return val
+
+
+def merge_section(inherited: dict, section, where: str) -> dict:
+    """The profile's `training:` over its parent's; every key checked, unknown ones refused."""
+    if not isinstance(section, dict):
+        raise InputError(f"{where}: expected a mapping of {', '.join([*DEFAULTS, 'loader'])}")
+    out = {**DEFAULTS, **inherited, "loader": {**LOADER, **inherited.get("loader", {})}}
+    for key, val in section.items():
+        if key == "loader":
+            if not isinstance(val, dict):
+                raise InputError(f"{where}.loader: expected a mapping of {', '.join(LOADER)}")
+            for k, v in val.items():
+                if k not in LOADER:
+                    raise InputError(f"{where}.loader.{k}: unknown key (allowed: {', '.join(LOADER)})")
+                if k == "workers":
+                    if v is not None and (not isinstance(v, list) or not v
+                                          or any(isinstance(w, bool) or not isinstance(w, int) or w < 0
+                                                 for w in v)):
+                        raise InputError(f"{where}.loader.workers: expected a list of worker counts "
+                                         f">= 0 (or null: 0, 1, 2, 4, ... the host's CPUs), got {v!r}")
+                else:
+                    _number(where, f"loader.{k}", v, 0 if k == "delay_ms" else 1, k != "delay_ms")
+                out["loader"][k] = v
+        elif key in DEFAULTS:
+            out[key] = _number(where, key, val, 0 if key == "lr" else 1, key != "lr")
+        else:
+            raise InputError(f"{where}.{key}: unknown key (allowed: {', '.join([*DEFAULTS, 'loader'])})")
+    if out["d_model"] % out["heads"]:
+        raise InputError(f"{where}: d_model {out['d_model']} is not a multiple of heads {out['heads']}")
+    if out["loader"]["crop"] > out["loader"]["size"]:
+        raise InputError(f"{where}.loader.crop: {out['loader']['crop']} is larger than size "
+                         f"{out['loader']['size']}")
+    return out
+
+
+SECTIONS = {"training": merge_section}
+
+
+def section(profile) -> dict:
+    """The profile's training section with every default filled in."""
+    return merge_section(profile.section("training"), {}, f"profile {profile.name}: training")

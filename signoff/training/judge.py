@@ -1,0 +1,77 @@
+"""Training judgement as pure functions of the probes' documents."""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+
+SATURATED = 0.95  # a worker count within 5 % of the best rate delivers what more workers would
+
+
+def loss_ratio(losses: list[float]) -> float | None:
+    """Mean loss of the last quarter of the steps / the first step's loss; None if any loss is
+    not finite (a GPU computing garbage, a diverged step)."""
+    if not losses or not all(math.isfinite(v) for v in losses) or losses[0] <= 0:
+        return None
+    tail = losses[-max(1, len(losses) // 4):]
+    return round(sum(tail) / len(tail) / losses[0], 4)
+
+
+def efficiency(rows: list[dict]) -> dict[int, float]:
+    """efficiency(n) = tokens/s at n ranks / (n x tokens/s at 1 rank)."""
+    one = next((r for r in rows if r["ranks"] == 1), None)
+    if not one:
+        return {}
+    return {r["ranks"]: round(r["tokens_per_s"] / (r["ranks"] * one["tokens_per_s"]), 4) for r in rows}
+
+
+def stragglers(row: dict, what: str = "rank") -> list[str]:
+    """Ranks whose own step (no gradient sync) is 10 % slower than the median rank's."""
+    own = row.get("compute_s") or []
+    if len(own) < 2:
+        return []
+    mid = median(own)
+    return [f"{what} {i} steps in {t * 1e3:.1f} ms alone vs the median {mid * 1e3:.1f} ms"
+            for i, t in enumerate(own) if t > 1.1 * mid]
+
+
+def scaling_cause(row: dict, one: dict, placement: list[str]) -> str:
+    """Why the step at full width falls short: waiting on the gradient all-reduce, a slow
+    rank, or ranks slower alone than the 1-rank step (shared CPU, power, host placement)."""
+    why = []
+    if row["comm_share"] >= 0.1:
+        why.append(f"{row['comm_share']:.0%} of the step waits on the gradient all-reduce "
+                   f"(see allreduce_busbw, gpu_topology, nccl_transport)")
+    why += stragglers(row)
+    alone = max(row.get("compute_s") or [0])
+    if one and alone > 1.1 * one["step_s"]:
+        why.append(f"each rank alone steps in {alone * 1e3:.1f} ms at {row['ranks']} ranks vs "
+                   f"{one['step_s'] * 1e3:.1f} ms as the only rank: shared CPU cores, memory "
+                   f"bandwidth or power")
+    return "; ".join(why + placement)
+
+
+def placement(hostlink: dict | None) -> list[str]:
+    """GPUs whose NUMA node is not where the process ran (from probe_hostlink)."""
+    return [f"GPU {g['index']} is on NUMA node {g['numa_node']} (CPUs {g['local_cpus']}) but the "
+            f"process ran on CPUs {hostlink['process_cpus']}"
+            for g in (hostlink or {}).get("gpus", []) if g.get("process_on_gpu_node") is False]
+
+
+def saturation(rows: list[dict]) -> tuple[float, int]:
+    """The best samples/s over worker counts, and the fewest workers within SATURATED of it."""
+    best = max(r["samples_per_s"] for r in rows)
+    return best, min(r["workers"] for r in rows if r["samples_per_s"] >= SATURATED * best)
+
+
+def slowest_link(gpus: list[dict]) -> tuple[float, str]:
+    """The slowest pinned copy of any GPU, and which one it was."""
+    worst = min(((g[k], f"GPU {g['index']} {k.replace('_pinned', '').upper()} pinned")
+                 for g in gpus for k in ("h2d_pinned", "d2h_pinned")), key=lambda x: x[0])
+    return worst
+
+
+def node_efficiency(multi: dict, alone: dict[str, dict]) -> float:
+    """Tokens/s of the step over these nodes / the sum of each node's tokens/s alone (at the
+    same ranks per node): 1.0 is linear scaling."""
+    return round(multi["tokens_per_s"] / sum(r["tokens_per_s"] for r in alone.values()), 4)
