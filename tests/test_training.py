@@ -1,0 +1,113 @@
+"""The training family without a lab: the profile's `training:` section, the pure judgement,
+and the probes' helpers; the step itself runs for real in tests/test_training_lab.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from signoff import InputError, profiles
+from signoff.training import DEFAULTS, judge, section
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def probe(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "signoff" / "training" / f"probe_{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def write(tmp_path, text: str) -> Path:
+    p = tmp_path / "p.yaml"
+    p.write_text("extends: local\n" + text)
+    return p
+
+
+def test_section_defaults_to_the_h200_anchor_and_local_overrides_it():
+    assert section(profiles.load("h200-1x"))["d_model"] == 2048 == DEFAULTS["d_model"]
+    assert section(profiles.load("h200-1x"))["loader"]["crop"] == 224
+    loc = section(profiles.load("local"))
+    assert loc["d_model"] == 64 and loc["loader"]["workers"] == [0, 1, 2] and loc["heads"] == 4
+
+
+def test_section_inherits_and_overrides_keys(tmp_path):
+    p = profiles.load(str(write(tmp_path, "training: {lr: 0, loader: {delay_ms: 50}}\n")))
+    sec = section(p)
+    assert sec["lr"] == 0 and sec["d_model"] == 64  # the rest from local
+    assert sec["loader"]["delay_ms"] == 50 and sec["loader"]["workers"] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("training: {layer: 2}\n", "training.layer: unknown key"),
+    ("training: {d_model: 0}\n", "training.d_model: expected an integer >= 1, got 0"),
+    ("training: {lr: -1}\n", "training.lr: expected a number >= 0, got -1"),
+    ("training: {heads: 5}\n", "d_model 64 is not a multiple of heads 5"),
+    ("training: {loader: {workers: [0, -1]}}\n", "training.loader.workers: expected a list"),
+    ("training: {loader: {crop: 64}}\n", "training.loader.crop: 64 is larger than size 32"),
+    ("training: {loader: {decode: 1}}\n", "training.loader.decode: unknown key"),
+    ("training: [1]\n", "training: expected a mapping"),
+])
+def test_bad_section_names_file_and_key(tmp_path, text, msg):
+    p = write(tmp_path, text)
+    with pytest.raises(InputError, match=f"profile {p}: .*") as e:
+        profiles.load(str(p))
+    assert msg in str(e.value)
+
+
+def test_loss_ratio_efficiency_and_saturation():
+    assert judge.loss_ratio([2.0, 1.5, 1.0, 0.5]) == 0.25
+    assert judge.loss_ratio([2.0] * 8) == 1.0  # learning rate 0
+    assert judge.loss_ratio([2.0, float("nan"), 1.0]) is None
+    rows = [{"ranks": 1, "tokens_per_s": 100.0}, {"ranks": 2, "tokens_per_s": 150.0},
+            {"ranks": 4, "tokens_per_s": 360.0}]
+    assert judge.efficiency(rows) == {1: 1.0, 2: 0.75, 4: 0.9}
+    loader = [{"workers": 0, "samples_per_s": 750.0}, {"workers": 4, "samples_per_s": 886.0},
+              {"workers": 8, "samples_per_s": 1515.0}, {"workers": 15, "samples_per_s": 1420.0}]
+    assert judge.saturation(loader) == (1515.0, 8)  # the H200 anchor's figures
+    assert judge.node_efficiency({"tokens_per_s": 150.0}, {"a": {"tokens_per_s": 100.0},
+                                                           "b": {"tokens_per_s": 50.0}}) == 1.0
+
+
+def test_scaling_cause_names_comm_and_a_slow_rank():
+    full = {"ranks": 4, "step_s": 0.2, "comm_share": 0.35, "compute_s": [0.1, 0.1, 0.1, 0.13]}
+    cause = judge.scaling_cause(full, {"step_s": 0.1}, [])
+    assert "35% of the step waits on the gradient all-reduce" in cause
+    assert "rank 3 steps in 130.0 ms alone vs the median 100.0 ms" in cause
+    assert "at 4 ranks vs 100.0 ms as the only rank" in cause
+
+
+def test_host_link_judged_on_a_recorded_h200_doc():
+    """A recorded probe_hostlink document (the 1x H200 anchor's figures; no GPU here), one GPU
+    made slow and placed off the process's NUMA node."""
+    doc = {"process_cpus": "0-15", "gpus": [
+        {"index": 0, "h2d_pinned": 55.5, "d2h_pinned": 55.3, "h2d_pageable": 21.3, "numa_node": 0,
+         "local_cpus": "0-15", "process_on_gpu_node": True},
+        {"index": 1, "h2d_pinned": 26.1, "d2h_pinned": 50.2, "h2d_pageable": 12.0, "numa_node": 1,
+         "local_cpus": "16-31", "process_on_gpu_node": False}]}
+    assert judge.slowest_link(doc["gpus"]) == (26.1, "GPU 1 H2D pinned")
+    assert judge.placement(doc) == ["GPU 1 is on NUMA node 1 (CPUs 16-31) but the process ran on CPUs 0-15"]
+
+
+def test_hostlink_cpu_lists_and_gpu_less_host():
+    hl = probe("hostlink")
+    assert hl.cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert hl.fmt({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11"
+    out = subprocess.run([sys.executable, str(ROOT / "signoff/training/probe_hostlink.py")],
+                         capture_output=True, text=True, timeout=120)
+    doc = json.loads(out.stdout)
+    assert out.returncode == 0 and doc["gpus"] == [] and doc["cuda"] is False, out.stderr
+
+
+def test_widths_and_worker_counts():
+    assert probe("train").widths_for(8, "") == [1, 2, 4, 8]
+    assert probe("train").widths_for(6, "") == [1, 2, 4, 6]
+    assert probe("train").widths_for(1, "") == [1]
+    assert probe("loader").worker_counts("", 16) == [0, 1, 2, 4, 8, 15]
+    assert probe("loader").worker_counts("", 2) == [0, 1]

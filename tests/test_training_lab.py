@@ -1,0 +1,87 @@
+"""The training checks run for real: a DDP step between gloo processes on each lab host over
+SSH and over both hosts at once, a DataLoader, and what fails them (a minimum above what the
+machine reaches, learning rate 0, a loader slowed on purpose)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lab import Lab
+from test_lab_acceptance import accept, by_key
+from test_network_lab import inventory
+
+pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
+HOSTS = ("lab1", "lab2")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with Lab(tmp_path_factory.mktemp("lab"), n_hosts=2) as lab:
+        yield lab
+
+
+@pytest.fixture
+def inv(lab, tmp_path):
+    return inventory(lab, tmp_path)  # the step over nodes runs on each host's data_iface
+
+
+def test_step_per_host_and_over_nodes_passes(inv, tmp_path):
+    rc, res, out = accept(tmp_path, "acceptance/test_training.py", "--inventory", str(inv),
+                          "--profile", str(ROOT / "tests/profiles/lab.yaml"))
+    assert rc == 0, out
+    r = by_key(res)
+    for h in HOSTS:
+        tp = r[("train_throughput", h)]
+        assert tp["status"] == "PASS" and tp["measured"] > 0, tp
+        d = tp["details"]
+        assert [w["ranks"] for w in d["widths"]] == [1, 2] and d["backend"] == "gloo"
+        assert d["params"] == 66944 and d["formula"].startswith("6 * params * batch * seq")
+        assert d["settings"]["amp_dtype"] == "none (fp32)" and d["settings"]["cpu_threads_per_rank"] == 1
+        loss = r[("train_loss_falls", h)]
+        assert loss["status"] == "PASS" and loss["measured"] < 0.9, loss
+        sc = r[("train_scaling_host", h)]
+        assert sc["status"] == "PASS" and set(sc["details"]["efficiency"]) == {"1", "2"}, sc
+        head = r[("train_input_headroom", h)]
+        assert head["status"] == "PASS" and head["details"]["saturates_at_workers"] in (0, 1, 2), head
+        assert [x["workers"] for x in head["details"]["loader"]] == [0, 1, 2]
+        link = r[("host_link_bandwidth", h)]
+        assert link["status"] == "N.A." and "no NVIDIA GPU" in link["message"], link
+    nodes = r[("train_scaling_nodes", "all hosts")]
+    assert nodes["status"] == "PASS", nodes
+    assert set(nodes["details"]["efficiency"]) == {"2"} and nodes["details"]["ranks_per_node"] == 1
+    assert nodes["details"]["slowest_node"] in HOSTS
+
+
+def test_unreachable_minimum_lr_zero_and_slow_loader_fail(inv, tmp_path):
+    prof = tmp_path / "bad.yaml"
+    prof.write_text(
+        f"extends: {ROOT}/tests/profiles/lab.yaml\n"
+        "training: {lr: 0, loader: {delay_ms: 100, workers: [0], samples: 32}}\n"
+        "criteria:\n"
+        "  train_scaling_host: {min: 100, unit: x linear, source: 'test: beyond linear'}\n"
+        "  train_scaling_nodes: {min: 100, unit: x linear, source: 'test: beyond linear'}\n")
+    rc, res, out = accept(tmp_path, "acceptance/test_training.py", "--inventory", str(inv),
+                          "--profile", str(prof))
+    assert rc == 1, out
+    r = by_key(res)
+    for h in HOSTS:
+        loss = r[("train_loss_falls", h)]
+        assert loss["status"] == "FAIL" and loss["measured"] == 1.0, loss
+        assert f"{h}: 1 ranks: loss " in loss["message"] and "1 x the first" in loss["message"]
+        assert "likely cause: the step does not learn: learning rate 0" in loss["message"]
+        sc = r[("train_scaling_host", h)]
+        eff = sc["details"]["efficiency"]["2"]
+        assert sc["status"] == "FAIL" and sc["measured"] == eff, sc
+        assert sc["message"].startswith(f"{h}: scaling efficiency at 2 ranks (") and \
+            f"= {eff} x linear, expected >= 100 x linear (bad, source: test: beyond linear)" in sc["message"]
+        head = r[("train_input_headroom", h)]
+        assert head["status"] == "FAIL" and head["measured"] < 1, head
+        assert "saturating at 0 workers of" in head["message"]
+        assert "likely cause: too few CPU" in head["message"]
+        assert r[("train_throughput", h)]["status"] == "PASS"
+    nodes = r[("train_scaling_nodes", "all hosts")]
+    assert nodes["status"] == "FAIL" and nodes["measured"] == nodes["details"]["efficiency"]["2"], nodes
+    slow = nodes["details"]["slowest_node"]
+    assert f"slowest node {slow}" in nodes["message"] and "expected >= 100 x linear" in nodes["message"]
