@@ -87,8 +87,8 @@ def main():
     try:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            bus = "%04x:%02x:%02x.0" % (getattr(p, "pci_domain_id", 0), getattr(p, "pci_bus_id", 0),
-                                        getattr(p, "pci_device_id", 0))
+            bus = ("%04x:%02x:%02x.0" % (p.pci_domain_id, p.pci_bus_id, p.pci_device_id)
+                   if hasattr(p, "pci_bus_id") else None)  # older torch has no PCI address
             with torch.cuda.device(i):
                 dev = torch.empty(args.bytes, dtype=torch.uint8, device="cuda")
                 pinned = torch.empty(args.bytes, dtype=torch.uint8, pin_memory=True)
@@ -97,7 +97,9 @@ def main():
                              "h2d_pinned": copy_gbps(torch, pinned, dev, args.warmup, args.iters),
                              "d2h_pinned": copy_gbps(torch, dev, pinned, args.warmup, args.iters),
                              "h2d_pageable": copy_gbps(torch, pageable, dev, args.warmup, args.iters),
-                             **placement(bus, mine)})
+                             **(placement(bus, mine) if bus else
+                                {"numa_node": None, "error": "torch %s reports no PCI bus id"
+                                 % torch.__version__})})
                 del dev, pinned, pageable
                 torch.cuda.empty_cache()
     except Exception as exc:  # noqa: BLE001

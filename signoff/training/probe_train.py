@@ -74,7 +74,8 @@ def run_width(torch, dist, args, dev, rank, n, group):
         args.d_model, args.heads, args.ffn, dropout=0.0, batch_first=True, norm_first=True)
         for _ in range(args.layers)]).to(dev)
     params = sum(p.numel() for p in model.parameters())
-    ddp = DDP(model, device_ids=[dev.index] if cuda else None, process_group=group)
+    ddp = DDP(model, device_ids=[dev.index] if cuda else None, process_group=group,
+              gradient_as_bucket_view=True)  # no copy of the gradients into the buckets
     opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr, **({"fused": True} if cuda else {}))
     gen = torch.Generator(device=dev).manual_seed(1 + rank)  # each rank its own shard
     x = torch.randn(args.batch, args.seq, args.d_model, device=dev, generator=gen)
