@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from signoff import InputError
 from signoff.check import not_applicable
+from signoff.figures import html_table
 from signoff.fleet import ProbeError
 from signoff.interconnect.run import collective_devices
 from signoff.training import judge
 from signoff.training.run import over_nodes
+from signoff.units import parse_size
 
 RULE = "signoff acceptance rule"
 
@@ -24,9 +27,15 @@ def _row(r: dict) -> dict:
                               "comm_share", "compute_s")}
 
 
-def test_train_throughput(host, profile, devices, check, training):
+def test_train_throughput(host, profile, devices, check, attach, training):
     doc = training("train", host)
     one = doc["widths"][0]
+    eff = judge.efficiency(doc["widths"])
+    attach("html", html_table({
+        f"{r['ranks']} ranks": f"{r['step_s'] * 1e3:.1f} ms/step, {r['tokens_per_s']:g} tokens/s, "
+                               f"{r['tflops_per_gpu']:g} TFLOP/s per GPU, comm share "
+                               f"{r['comm_share']:.0%}, efficiency {eff.get(r['ranks'])}"
+        for r in doc["widths"]}), "training step per width")
     details = {**_settings(doc), "params": one["params"], "widths": [_row(r) for r in doc["widths"]]}
     check.record(one["tflops_per_gpu"], unit="TFLOP/s", details=details)
     t = profile.threshold("train_throughput")  # measured first: a missing threshold loses nothing
@@ -56,7 +65,19 @@ def test_train_loss_falls(host, profile, check, training):
                            "lr": (doc.get("settings") or {}).get("lr")})
 
 
-def test_train_scaling_host(host, profile, devices, check, training):
+def _allreduce_seen(host, measure, profile) -> list[str]:
+    """What the intra-node all-reduce measured (acceptance/test_interconnect.py, cached)."""
+    try:
+        t = profile.threshold("allreduce_busbw")
+        doc = measure("allreduce", host)
+    except (ProbeError, InputError, pytest.skip.Exception):
+        return []
+    row = next((r for r in doc["rows"] if r["bytes"] == parse_size(t.extra["size"])), None)
+    return [f"intra-node all-reduce busbw {row['busbw']:g} GB/s at {t.extra['size']} "
+            f"({'meets' if t.ok(row['busbw']) else 'below'} {t.expected})"] if row else []
+
+
+def test_train_scaling_host(host, profile, devices, check, training, measure):
     doc = training("train", host)
     if doc["local_ranks"] < 2:
         not_applicable(f"{host} has one GPU: no scaling within the host")
@@ -73,7 +94,8 @@ def test_train_scaling_host(host, profile, devices, check, training):
                 link = training("hostlink", host)
             except ProbeError:
                 pass
-        cause = judge.scaling_cause(full, doc["widths"][0], judge.placement(link)) or \
+        seen = judge.placement(link) + (_allreduce_seen(host, measure, profile) if devices else [])
+        cause = judge.scaling_cause(full, doc["widths"][0], seen) or \
             "nothing abnormal in communication share or per-rank pace"
     check.expect(eff[full["ranks"]], t, f"scaling efficiency at {full['ranks']} ranks "
                  f"({full['tokens_per_s']:g} tokens/s vs {full['ranks']} x "
@@ -81,8 +103,10 @@ def test_train_scaling_host(host, profile, devices, check, training):
                  cause=cause, details=details)
 
 
-def test_train_input_headroom(host, profile, check, training):
+def test_train_input_headroom(host, profile, check, attach, training):
     doc, ld = training("train", host), training("loader", host)
+    attach("html", html_table({f"{r['workers']} workers": f"{r['samples_per_s']:g} samples/s"
+                               for r in ld["rows"]}), "DataLoader per worker count")
     full = doc["widths"][-1]
     best, workers = judge.saturation(ld["rows"])
     ratio = round(best / full["samples_per_s"], 3)

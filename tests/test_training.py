@@ -111,3 +111,10 @@ def test_widths_and_worker_counts():
     assert probe("train").widths_for(1, "") == [1]
     assert probe("loader").worker_counts("", 16) == [0, 1, 2, 4, 8, 15]
     assert probe("loader").worker_counts("", 2) == [0, 1]
+
+
+def test_node_counts_and_step_arguments():
+    from signoff.training.run import node_counts, step_args
+    assert node_counts(2) == [2] and node_counts(5) == [2, 4, 5] and node_counts(8) == [2, 4, 8]
+    args = step_args(section(profiles.load("local")))
+    assert args[:4] == ["--layers", "2", "--d-model", "64"] and args[-4:] == ["--lr", "0.001", "--threads", "1"]
