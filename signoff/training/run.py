@@ -16,9 +16,15 @@ def step_args(sec: dict) -> list[str]:
                         "threads") for a in (f"--{k.replace('_', '-')}", str(sec[k]))]
 
 
+def nccl_env(profile) -> dict:
+    """As the all-reduce runs: a profile with `nvls: false` keeps NVLink multicast off."""
+    return {"NCCL_NVLS_ENABLE": "0"} if profile.hardware.get("nvls") is False else {}
+
+
 def train_doc(host, profile) -> dict:
     devices = collective_devices(host)
-    doc = host.cached_probe("train", *step_args(section(profile)), timeout=PROBE_TIMEOUT_S)
+    doc = host.cached_probe("train", *step_args(section(profile)), timeout=PROBE_TIMEOUT_S,
+                            env=nccl_env(profile))
     if "error" in doc:
         raise ProbeError(f"{host}: training probe failed: {doc['error']}")
     if devices and doc["local_ranks"] != len(devices):
@@ -77,7 +83,7 @@ def over_nodes(network, names: list[str], profile, timeout: int) -> dict[int, di
     args = step_args(section(profile))
     out = {}
     for k in node_counts(len(names)):
-        out[k] = network.collective(names[:k], "train", args, {}, timeout)
+        out[k] = network.collective(names[:k], "train", args, nccl_env(profile), timeout)
         if not out[k]["ok"]:
             break  # a failed run names its culprits; larger counts would only fail again
     return out
