@@ -117,4 +117,22 @@ def test_node_counts_and_step_arguments():
     from signoff.training.run import node_counts, step_args
     assert node_counts(2) == [2] and node_counts(5) == [2, 4, 5] and node_counts(8) == [2, 4, 8]
     args = step_args(section(profiles.load("local")))
-    assert args[:4] == ["--layers", "2", "--d-model", "64"] and args[-4:] == ["--lr", "0.001", "--threads", "1"]
+    assert args[:4] == ["--layers", "2", "--d-model", "64"]
+    assert args[-4:] == ["--lr", "0.001", "--threads", "1"]
+
+
+def test_report_section_lists_widths_and_the_slowest_node():
+    from signoff.training.report import training_section
+    widths = [{"ranks": 1, "step_s": 0.157, "tokens_per_s": 104000.0, "tflops_per_gpu": 441.0,
+               "comm_share": 0.0},
+              {"ranks": 2, "step_s": 0.16, "tokens_per_s": 204000.0, "tflops_per_gpu": 432.0,
+               "comm_share": 0.02}]
+    recs = [{"criterion": "train_throughput", "host": "n1", "status": "PASS", "details": {"widths": widths}},
+            {"criterion": "train_scaling_host", "host": "n1", "status": "FAIL",
+             "details": {"efficiency": {1: 1.0, 2: 0.98}}},
+            {"criterion": "train_scaling_nodes", "host": "all hosts", "status": "PASS",
+             "details": {"efficiency": {"2": 0.97}, "slowest_node": "n2"}}]
+    html = training_section(recs)
+    assert "<td>n1</td><td>2</td><td>160.0</td><td>204000</td><td>432</td><td>2%</td><td>0.98</td>" in html
+    assert "efficiency 2 nodes 0.97; slowest node <b>n2</b>" in html and "so-FAIL" in html
+    assert training_section([]) == ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from signoff.plugin import HostView, selected_hosts
+from signoff.training.report import training_section
 from signoff.training.run import MEASURES
 
 
@@ -18,3 +19,8 @@ def training(request, fleet, profile):
                               lambda n: probe(HostView(n, fleet.facts(n), fleet.sessions[n]), profile),
                               selected_hosts(request.session, tests))
     return get
+
+
+@pytest.hookimpl
+def pytest_signoff_report_sections(doc, profile):
+    return training_section(doc["results"])
