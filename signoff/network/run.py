@@ -152,8 +152,8 @@ class Network:
         port = str(self.port + 1)
         self.fleet.settle()
         outcome: dict = {}
-        if self.fleet.slurm:  # one srun step, its tasks the ranks
-            result = self._srun_allreduce(names, lo, hi, env, timeout, master, port)
+        if self.fleet.slurm and probe == "allreduce":  # one srun step, its tasks the ranks
+            result = self._srun_allreduce(names, args, env, timeout, master, port)
             self._collective[key] = result
             return result
 
@@ -208,7 +208,7 @@ class Network:
         return {"pairs": {pair_id(*p): bw for p, bw in pair_bw.items()},
                 "slow_hosts": hosts, "slow_links": [pair_id(*p) for p in links]}
 
-    def _srun_allreduce(self, names, lo, hi, env, timeout, master, port) -> dict:
+    def _srun_allreduce(self, names, args, env, timeout, master, port) -> dict:
         """The multi-node all-reduce as one srun step: a task per GPU of the allocation (per GPU the
         sysinfo saw where the job asked for none; one gloo rank on a CPU-only node), ranks from
         SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS, the store on the first node's data address."""
@@ -219,9 +219,9 @@ class Network:
         for name in names:
             s = self.session(name)
             ifenv = {"GLOO_SOCKET_IFNAME": s.host.data_iface, "NCCL_SOCKET_IFNAME": s.host.data_iface}
-            args = ("--min-bytes", lo, "--max-bytes", hi, "--slurm", "--master-addr", master,
-                    "--master-port", port, "--timeout", str(timeout))
-            commands[name] = s._command("allreduce", args, {**ifenv, **env}), s.host.python
+            ranked = (*args, "--slurm", "--master-addr", master, "--master-port", port,
+                      "--timeout", str(timeout))
+            commands[name] = s._command("allreduce", ranked, {**ifenv, **env}), s.host.python
         outcome, first, killed = job.collective(commands, per_node, timeout + 30)
         result = summarise(outcome, names, first, killed)
         result["launched"] = f"srun: {len(names)} nodes x {per_node} tasks in one step"
