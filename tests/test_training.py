@@ -136,3 +136,11 @@ def test_report_section_lists_widths_and_the_slowest_node():
     assert "<td>n1</td><td>2</td><td>160.0</td><td>204000</td><td>432</td><td>2%</td><td>0.98</td>" in html
     assert "efficiency 2 nodes 0.97; slowest node <b>n2</b>" in html and "so-FAIL" in html
     assert training_section([]) == ""
+
+
+def test_methodology_states_the_model_formula_and_loader():
+    from signoff.training.report import methodology
+    rows = methodology({"results": []}, profiles.load("h200-1x"))
+    assert "12 x nn.TransformerEncoderLayer(2048, 16 heads, ffn 8192" in rows[0]["how"]
+    assert "6 x params x batch x seq + 12 x layers x batch x seq^2 x d_model" in rows[0]["how"]
+    assert "uint8 3x256x256 -> bilinear 224x224" in rows[1]["how"] and "1 GiB per GPU" in rows[2]["how"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from signoff.plugin import HostView, selected_hosts
-from signoff.training.report import training_section
+from signoff.training.report import methodology, training_section
 from signoff.training.run import MEASURES
 
 
@@ -24,3 +24,8 @@ def training(request, fleet, profile):
 @pytest.hookimpl
 def pytest_signoff_report_sections(doc, profile):
     return training_section(doc["results"])
+
+
+@pytest.hookimpl
+def pytest_signoff_methodology(doc, profile):
+    return methodology(doc, profile)
