@@ -73,3 +73,137 @@ def test_xid_history_unreadable_log_is_an_error(tmp_path):
     r = judged(tmp_path, inv, "-k", "xid_history")["xid_history"]
     assert r["status"] == "ERROR", r
     assert "kernel log unreadable" in r["message"] and "missing.log" in r["message"]
+
+
+def recorded_facts(tmp_path: Path, change) -> None:
+    """Change the recorded sysinfo answer of recorded_host() in place."""
+    doc = tmp_path / "sysinfo.json"
+    facts = json.loads(doc.read_text())
+    change(facts)
+    doc.write_text(json.dumps(facts))
+
+
+def answer(tmp_path: Path, probe_args: str, doc: dict) -> None:
+    """The recorded host's Python answers `probe_args` (e.g. 'sysinfo.py counters') with `doc`."""
+    py = tmp_path / "recordedpython"
+    f = tmp_path / (probe_args.replace(" ", "_") + ".json")
+    f.write_text(json.dumps(doc))
+    head, rest = py.read_text().split("\n", 1)
+    py.write_text(f'{head}\n[ "$*" = "{probe_args}" ] && exec cat {f}\n{rest}')
+
+
+# Counters at the start as sysinfo records them; the recording predates them: these are injected
+IB = {"symbol_error": 0, "link_downed": 1, "link_error_recovery": 0, "port_rcv_errors": 0}
+START = {"t": 0, "infiniband": {"mlx5_0/1": IB, "mlx5_1/1": IB}, "net": {},
+         "pcie_replay": {"0": 0, "1": 7}}
+
+
+def test_error_counters_recorded_snapshots_unchanged_pass(tmp_path):
+    inv = recorded_host(tmp_path)
+    recorded_facts(tmp_path, lambda f: f.update(counters=START))
+    answer(tmp_path, "sysinfo.py counters", {**START, "probe": "counters"})
+    r = judged(tmp_path, inv, "-k", "error_counters")["error_counters"]
+    assert r["status"] == "PASS", r
+    assert "InfiniBand mlx5_0/1" in r["expected"] and "GPU 1" in r["expected"]
+
+
+def test_error_counters_with_growth_injected_fail_naming_the_port(tmp_path):
+    """Recorded start and end snapshots, growth injected: a link flap on mlx5_1 port 1 and
+    PCIe replays on GPU 1."""
+    inv = recorded_host(tmp_path)
+    recorded_facts(tmp_path, lambda f: f.update(counters=START))
+    end = json.loads(json.dumps(START))
+    end["infiniband"]["mlx5_1/1"]["link_downed"] = 3
+    end["pcie_replay"]["1"] = 9
+    answer(tmp_path, "sysinfo.py counters", end)
+    r = judged(tmp_path, inv, "-k", "error_counters")["error_counters"]
+    assert r["status"] == "FAIL", r
+    assert "InfiniBand mlx5_1/1 link_downed +2 (1 -> 3)" in r["message"]
+    grew = r["message"].split(" (expected")[0]
+    assert "GPU 1 PCIe replay counter +2 (7 -> 9)" in grew and "mlx5_0" not in grew and "GPU 0" not in grew
+
+
+def test_error_counters_run_after_every_other_check(tmp_path):
+    """The end snapshot is taken last: test_error_counters is moved behind every check."""
+    inv = recorded_host(tmp_path)
+    rd = tmp_path / "report"
+    subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--partial", "--inventory", str(inv),
+                    "--profile", "h200-2x-nvlink", "--report-dir", str(rd), "-p", "no:cacheprovider",
+                    "-k", "error_counters or gpu_model or version_parity", *LOCK_WAIT],
+                   cwd=ROOT, capture_output=True, text=True, timeout=300)
+    order = [r["criterion"] for r in json.loads((rd / "results.json").read_text())["results"]]
+    assert order[-1] == "error_counters" and {"gpu_model", "version_parity"} <= set(order), order
+
+
+HBM = {"probe": "hbm", "bytes": 1 << 30, "iters": 20, "errors": {}}
+
+
+def test_hbm_recorded_at_the_anchor_passes(tmp_path):
+    """4.24 TB/s on both GPUs: the anchor measured on one H200 (shared/reference/measured-h200.md)."""
+    inv = recorded_host(tmp_path)
+    answer(tmp_path, "hbm.py", {**HBM, "gpus": {"0": 4.24, "1": 4.24}})
+    res = judged(tmp_path, inv, "-k", "hbm")
+    assert res["hbm_bandwidth"]["status"] == res["hbm_uniformity"]["status"] == "PASS", res
+
+
+def test_hbm_with_one_slow_gpu_injected_fails_by_name(tmp_path):
+    inv = recorded_host(tmp_path)
+    answer(tmp_path, "hbm.py", {**HBM, "gpus": {"0": 4.24, "1": 3.1}})
+    res = judged(tmp_path, inv, "-k", "hbm")
+    assert res["hbm_bandwidth"]["status"] == "FAIL"
+    assert "GPU 1 (the slowest) device-to-device copy" in res["hbm_bandwidth"]["message"]
+    assert res["hbm_uniformity"]["status"] == "FAIL", res["hbm_uniformity"]
+    assert "GPU 1 3.1 TB/s = 0.84 x the host's median 3.67 TB/s" in res["hbm_uniformity"]["message"]
+
+
+def test_hbm_probe_without_cuda_errors(tmp_path):
+    """The real probe on this machine (CPU torch): no CUDA, an ERROR naming why, never a pass."""
+    r = judged(tmp_path, recorded_host(tmp_path), "-k", "hbm_bandwidth")["hbm_bandwidth"]
+    assert r["status"] == "ERROR" and "torch.cuda.is_available() is False" in r["message"], r
+
+
+def h200_thermal(tlimit_form=False):
+    """NVML's thresholds on H200 (shared/reference/measured-h200.md); in the T.Limit form of
+    newer drivers instead (injected): no absolute value from NVML, nvidia-smi's offsets from
+    T.Limit = 35 C now + NVML's 56 C margin = 91 C, the same thresholds written as offsets."""
+    if tlimit_form:
+        return {"shutdown": None, "slowdown": None, "gpu_max": None, "mem_max": 95, "temp": 35,
+                "tlimit_margin": 56, "smi": {"GPU T.Limit Temp": 56, "GPU Shutdown T.Limit Temp": 4,
+                                             "GPU Slowdown T.Limit Temp": -2,
+                                             "GPU Max Operating T.Limit Temp": -4}}
+    return {"shutdown": 95, "slowdown": 89, "gpu_max": 87, "mem_max": 95, "temp": 35,
+            "tlimit_margin": 54, "smi": {}}
+
+
+def with_thermal(g0, g1, form=False):
+    g0["thermal"], g1["thermal"] = h200_thermal(form), h200_thermal(form)
+
+
+def test_thermal_thresholds_recorded_h200_pass_in_both_forms(tmp_path):
+    r = judged(tmp_path, recorded_host(tmp_path, inject=with_thermal), "-k", "thermal_thresholds")
+    assert r["thermal_thresholds"]["status"] == "PASS", r
+    inv = recorded_host(tmp_path, inject=lambda g0, g1: with_thermal(g0, g1, True))
+    r = judged(tmp_path, inv, "-k", "thermal_thresholds")["thermal_thresholds"]
+    assert r["status"] == "PASS", r
+    assert r["details"]["1"]["slowdown"] == [89, "T.Limit 91 C -2"]
+
+
+def test_thermal_thresholds_with_a_low_slowdown_injected_fail_in_both_forms(tmp_path):
+    def low(g0, g1):
+        with_thermal(g0, g1)
+        g1["thermal"]["slowdown"] = 84
+    r = judged(tmp_path, recorded_host(tmp_path, inject=low), "-k", "thermal")["thermal_thresholds"]
+    assert r["status"] == "FAIL" and "GPU 1 slowdown 84 C < 89 C (NVML)" in r["message"], r
+
+    def low_offset(g0, g1):
+        with_thermal(g0, g1, True)
+        g0["thermal"]["smi"]["GPU Slowdown T.Limit Temp"] = -7
+    r = judged(tmp_path, recorded_host(tmp_path, inject=low_offset), "-k", "thermal_thresholds")
+    assert r["thermal_thresholds"]["status"] == "FAIL", r
+    assert "GPU 0 slowdown 84 C < 89 C (T.Limit 91 C -7)" in r["thermal_thresholds"]["message"]
+
+
+def test_thermal_thresholds_unreadable_error(tmp_path):
+    """The recording predates the thresholds: nothing to judge, an ERROR."""
+    r = judged(tmp_path, recorded_host(tmp_path), "-k", "thermal_thresholds")["thermal_thresholds"]
+    assert r["status"] == "ERROR" and "no temperature threshold for GPU 0 shutdown" in r["message"], r
