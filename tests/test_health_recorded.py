@@ -207,3 +207,34 @@ def test_thermal_thresholds_unreadable_error(tmp_path):
     """The recording predates the thresholds: nothing to judge, an ERROR."""
     r = judged(tmp_path, recorded_host(tmp_path), "-k", "thermal_thresholds")["thermal_thresholds"]
     assert r["status"] == "ERROR" and "no temperature threshold for GPU 0 shutdown" in r["message"], r
+
+
+def soak_stream(tmp_path: Path, temps: tuple) -> None:
+    """The recorded host's soak answered by a recorded-format stream: 12 samples, the GPUs held
+    at `temps` (injected; the rest as the 1x H200 soak: ~690 W, SW power cap only)."""
+    n = len(temps)
+    lines = [{"type": "header", "gpus": [{"index": i, "name": "NVIDIA H200"} for i in range(n)],
+              "duration_s": 10, "interval_s": 1, "gpu_errors": {}},
+             *({"type": "sample", "t": float(k), "temp": list(temps), "mem_temp": [50] * n,
+                "power": [690.0] * n, "sm_clock": [1980] * n, "reasons": [4] * n, "util": [100] * n,
+                "tflops": [660.0] * n, "ecc_corr": [0] * n, "ecc_unc": [0] * n} for k in range(12)),
+             {"probe": "soak", "samples": 12, "xid": [], "xid_readable": True,
+              "xid_note": "read from NVML events", "gpu_errors": {}}]
+    f = tmp_path / "soak.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    py = tmp_path / "recordedpython"
+    head, rest = py.read_text().split("\n", 1)
+    py.write_text(f'{head}\n[ "$1" = soak.py ] && exec cat {f}\n{rest}')
+
+
+def test_thermal_margin_after_the_soak(tmp_path):
+    """Sustained 62 C (the 1x H200 soak's max, measured-h200.md) leaves 27 C to slowdown;
+    GPU 1 held at 82 C (injected) leaves 7 C: FAIL, named."""
+    inv = recorded_host(tmp_path, inject=with_thermal)
+    soak_stream(tmp_path, (62, 62))
+    r = judged(tmp_path, inv, "-k", "thermal_margin", "--soak-duration", "10s")["thermal_margin"]
+    assert r["status"] == "PASS" and r["measured"] == 27, r["message"]
+    soak_stream(tmp_path, (62, 82))
+    r = judged(tmp_path, inv, "-k", "thermal_margin", "--soak-duration", "10s")["thermal_margin"]
+    assert r["status"] == "FAIL", r
+    assert "GPU 1's margin: slowdown 89 C - sustained 82 C" in r["message"] and "= 7.0 °C" in r["message"]
