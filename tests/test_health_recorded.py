@@ -5,6 +5,7 @@ recorded reading, named as such."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -238,3 +239,75 @@ def test_thermal_margin_after_the_soak(tmp_path):
     r = judged(tmp_path, inv, "-k", "thermal_margin", "--soak-duration", "10s")["thermal_margin"]
     assert r["status"] == "FAIL", r
     assert "GPU 1's margin: slowdown 89 C - sustained 82 C" in r["message"] and "= 7.0 °C" in r["message"]
+
+
+def fake_sysfs(root: Path) -> Path:
+    """A recorded topology as a sysfs tree (no RDMA card here): GPU 0 (0000:00:06.0, NVML's
+    bus id of the recorded GPU 0) and mlx5_0 under one PCIe switch on NUMA node 0; GPU 1
+    (0000:00:07.0) behind another host bridge on node 1; mlx5_1 on node 0's root port."""
+    def dev(path: str, numa: int) -> Path:
+        d = root / "devices" / path
+        d.mkdir(parents=True)
+        (d / "numa_node").write_text(f"{numa}\n")
+        return d
+    sw = "pci0000:00/0000:00:01.0/0000:01:00.0"
+    pci = root / "bus/pci/devices"
+    pci.mkdir(parents=True)
+    (pci / "0000:00:06.0").symlink_to(dev(f"{sw}/0000:02:00.0/0000:00:06.0", 0))
+    (pci / "0000:00:07.0").symlink_to(dev("pci0000:80/0000:80:01.0/0000:00:07.0", 1))
+    for name, path in (("mlx5_0", f"{sw}/0000:02:01.0/0000:04:00.0"),
+                       ("mlx5_1", "pci0000:00/0000:00:02.0/0000:05:00.0")):
+        ib = root / "class/infiniband" / name
+        (ib / "ports/1").mkdir(parents=True)
+        (ib / "ports/1/link_layer").write_text("InfiniBand\n")
+        (ib / "device").symlink_to(dev(path, 0))
+    return root
+
+
+def sysinfo_probe(monkeypatch, sysfs: Path):
+    monkeypatch.setenv("SIGNOFF_SYSFS", str(sysfs))
+    spec = importlib.util.spec_from_file_location("sysinfo", ROOT / "signoff/gpu/probe_sysinfo.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    return probe
+
+
+GPUS = [{"index": 0, "pci_bus_id": "00000000:00:06.0"}, {"index": 1, "pci_bus_id": "00000000:00:07.0"}]
+
+
+def test_gpu_nic_relations_read_from_a_recorded_sysfs(tmp_path, monkeypatch):
+    probe = sysinfo_probe(monkeypatch, fake_sysfs(tmp_path / "sys"))
+    topo = probe.gpu_nic(GPUS)
+    assert topo["gpus"] == {"0": {"mlx5_0": "PIX", "mlx5_1": "PHB"}, "1": {"mlx5_0": "SYS", "mlx5_1": "SYS"}}
+    assert topo["nics"][0] == {"name": "mlx5_0", "numa": 0, "link_layer": "InfiniBand"}
+    assert topo["peermem"] is False
+
+
+def affinity(tmp_path, monkeypatch, peermem: bool, profile="h200-2x-nvlink") -> dict:
+    topo = sysinfo_probe(monkeypatch, fake_sysfs(tmp_path / "sys")).gpu_nic(GPUS)
+    monkeypatch.delenv("SIGNOFF_SYSFS")
+    inv = recorded_host(tmp_path)
+    recorded_facts(tmp_path, lambda f: f.update(gpu_nic={**topo, "peermem": peermem}))
+    return judged(tmp_path, inv, "-k", "gpu_nic_affinity", profile=profile)["gpu_nic_affinity"]
+
+
+def test_gpu_nic_affinity_reports_the_map_with_gpudirect(tmp_path, monkeypatch):
+    r = affinity(tmp_path, monkeypatch, peermem=True)
+    assert r["status"] == "PASS", r["message"]
+    assert r["details"]["map"] == {"0": ["PIX", ["mlx5_0"]], "1": ["SYS", ["mlx5_0", "mlx5_1"]]}
+    assert "rail alignment not required by the profile" in r["expected"]
+
+
+def test_gpu_nic_affinity_without_gpudirect_fails(tmp_path, monkeypatch):
+    r = affinity(tmp_path, monkeypatch, peermem=False)
+    assert r["status"] == "FAIL"
+    assert "no GPUDirect RDMA: nvidia_peermem not loaded and dma-buf unreadable" in r["message"]
+
+
+def test_gpu_nic_affinity_rail_alignment_fails_the_gpu_without_a_near_nic(tmp_path, monkeypatch):
+    prof = tmp_path / "rails.yaml"
+    prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  gpu_nic_affinity: {max: 2, unit: 'level (PXB)', "
+                    "source: 'this test: every GPU a NIC on its PCIe switch'}\n")
+    r = affinity(tmp_path, monkeypatch, peermem=True, profile=str(prof))
+    assert r["status"] == "FAIL", r["message"]
+    assert "GPU 1's closest NIC is SYS (mlx5_0, mlx5_1)" in r["message"] and "GPU 0's" not in r["message"]
