@@ -119,13 +119,15 @@ def _first_line(cmd):
     return out.strip().splitlines()[0].strip() if out and out.strip() else None
 
 
-def _package(name):
-    """The installed version of a Debian or RPM package, None where it is not installed."""
-    out, _ = _run(["dpkg-query", "-W", "-f", "${Version}", name], timeout=15)
-    if out and out.strip():
-        return out.strip()
-    out, _ = _run(["rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}", name], timeout=15)
-    return out.strip() if out and "not installed" not in out else None
+def _package(pattern):
+    """The installed version of a Debian or RPM package (a glob: nvidia-fabricmanager* matches
+    the versioned names), None where none is installed."""
+    out, _ = _run(["dpkg-query", "-W", "-f", "${Status} ${Version}\n", pattern], timeout=15)
+    for line in (out or "").splitlines():
+        if line.startswith("install ok installed "):
+            return line.split()[-1]
+    out, _ = _run(["rpm", "-qa", "--qf", "%{VERSION}-%{RELEASE}\n", pattern], timeout=15)
+    return (out or "").strip().splitlines()[0] if (out or "").strip() else None
 
 
 def stack():
@@ -155,7 +157,7 @@ def stack():
             "container_runtime": runtime,
             "container_toolkit": _first_line(["nvidia-container-cli", "--version"]),
             "fabricmanager": (re.search(r"[\d.]+\d", fm).group(0) if fm and re.search(r"[\d.]+\d", fm)
-                              else fm) or _package("nvidia-fabricmanager")}
+                              else fm) or _package("nvidia-fabricmanager*")}
 
 
 def thermal(nv, h):
