@@ -45,9 +45,9 @@ def test_one_odd_host_is_named_with_its_field(make_facts):
 def test_two_differing_hosts_have_no_majority(make_facts):
     per_host = {"a": versions(make_facts(driver="570.1")), "b": versions(make_facts())}
     for h in per_host:
-        (msg,) = deviations(per_host, h)
-        assert msg == "NVIDIA driver has no majority value (a=570.1; b=580.95.05)"
-    assert odd_cells(per_host) == {("a", "nvidia_driver"), ("b", "nvidia_driver")}
+        assert deviations(per_host, h) == ["NVIDIA driver has no majority value (a=570.1; b=580.95.05)",
+                                           "GPU driver branch has no majority value (a=570; b=580)"]
+    assert odd_cells(per_host) == {(h, f) for h in "ab" for f in ("nvidia_driver", "driver_branch")}
 
 
 def test_identical_hosts_have_no_deviation(make_facts):

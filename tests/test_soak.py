@@ -204,6 +204,14 @@ def test_new_ecc_errors_xids_and_dead_loads_fail():
     assert v.notes == ["GPU 2: 3 new corrected ECC error(s)"]
 
 
+def test_a_gemm_result_that_changes_under_load_fails():
+    """The soak's GEMM repeats one seeded product: a batch whose C differs from the first C
+    (a recorded final document, 2 such batches injected on GPU 1) is silent data corruption."""
+    gemm = {"0": {"n": 8192, "changed_batches": 0}, "1": {"n": 8192, "changed_batches": 2}}
+    assert soak.judge_errors(series(), final(gemm=gemm)).failures == [
+        "GPU 1: the GEMM result changed under load in 2 batch(es), same inputs (silent data corruption)"]
+
+
 def test_unreadable_xids_are_an_error_not_a_pass():
     with pytest.raises(soak.Unjudgeable, match=r"XID events not readable: dmesg unreadable \(EPERM\)"):
         soak.judge_errors(series(), final(xid_readable=False, xid_note="dmesg unreadable (EPERM)"))
@@ -336,6 +344,7 @@ def test_probe_streams_samples_events_and_a_final_document():
     assert samples[0]["power"] == [690.0] * 3 and samples[0]["reasons"] == [4, 4, 4]
     assert samples[-1]["temp"][0] > samples[0]["temp"][0]  # heated under load
     assert any(x["tflops"][0] for x in samples[1:]) and all(x["tflops"][2] is None for x in samples)
+    assert doc["gemm"]["0"]["changed_batches"] == 0  # the same seeded product, batch after batch
     assert [x for x in lines if x["type"] == "event"][0]["xid"] == 79
     assert doc["xid"][0] == {"t": doc["xid"][0]["t"], "gpu": 0, "xid": 79, "source": "nvml"}
     assert doc["gpu_errors"] == {"2": "not visible to CUDA (CUDA_VISIBLE_DEVICES?), not loaded"}

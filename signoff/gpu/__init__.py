@@ -1,8 +1,41 @@
 """GPU health and host facts: the sysinfo probe every run gathers first (GPUs, driver,
-NVLink, PCIe, ECC, XIDs, clocks, processes), and the per-GPU health criteria judged from it
-(acceptance/test_gpu_health.py)."""
+NVLink, PCIe, ECC, clocks, processes, error counters, firmware, thermal thresholds, GPU-NIC
+relation), and the per-GPU health criteria judged from it (acceptance/test_gpu_health.py);
+the field's health checks (acceptance/test_health.py): XID history (sysinfo.py xids), error
+counters at the start and end (sysinfo.py counters), silent data corruption (probe_sdc),
+HBM bandwidth (probe_hbm), thermal thresholds and margin, GPU-NIC affinity and GPUDirect."""
+
+from signoff import InputError
 
 CRITERIA = {
     "row_remap_uncorrectable": {"type": "number", "ops": ("max",)},
     "power_limit": {"type": "number"},  # W, every GPU's enforced limit: the class's rated one
+    # fatal XIDs in the kernel log over `window` (e.g. 168h); `codes`: the fatal ones
+    "xid_fatal": {"type": "number", "ops": ("max",), "extra": ("window", "codes")},
+    "hbm_bandwidth": {"type": "number"},  # TB/s, device-to-device copy, read + written
+    "hbm_uniformity": {"type": "number"},  # a GPU / its host's median GPU
+    # C: NVML's slowdown threshold; shutdown, gpu_max, mem_max: the class's others, minimums too
+    "thermal_slowdown": {"type": "number", "extra": ("shutdown", "gpu_max", "mem_max")},
+    "thermal_margin": {"type": "number"},  # C between slowdown and the soak's sustained maximum
+    # the closest GPU-NIC relation every GPU must have (1 PIX .. 5 SYS): rail alignment
+    "gpu_nic_affinity": {"type": "number", "ops": ("max",)},
 }
+PLUGIN = "signoff.gpu.plugin"
+
+
+def check_extra(name: str, value, extra: dict, where: str) -> None:
+    from signoff.soak.judge import parse_duration
+    if name == "xid_fatal":
+        try:
+            if parse_duration(extra.get("window")) <= 0:
+                raise ValueError
+        except ValueError:
+            raise InputError(f"{where}.window: expected a duration like 168h, got "
+                             f"{extra.get('window')!r}") from None
+        codes = extra.get("codes")
+        if not isinstance(codes, list) or not codes or \
+                not all(isinstance(c, int) and not isinstance(c, bool) for c in codes):
+            raise InputError(f"{where}.codes: expected a list of XID numbers, got {codes!r}")
+    for key, v in extra.items():
+        if name == "thermal_slowdown" and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise InputError(f"{where}.{key}: expected degrees C, got {v!r}")

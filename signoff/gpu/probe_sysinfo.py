@@ -3,13 +3,25 @@
 
 Standalone (stdlib; torch and nvidia-ml-py when the host's Python has them). Prints
 exactly one JSON document. Never raises: what could not be read is reported with why.
+`sysinfo.py xids SINCE` prints only the kernel log's XIDs since SINCE (epoch s).
 """
 import json
 import os
 import platform
+import re
+import subprocess
 import sys
 import threading
 import time
+
+SYS = os.environ.get("SIGNOFF_SYSFS", "/sys")  # tests read a recorded sysfs (no IB card here)
+IB_COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors")
+NET_COUNTERS = ("rx_errors", "tx_errors", "rx_dropped", "tx_dropped")
+# nvmlDeviceGetTemperatureThreshold's SHUTDOWN=0, SLOWDOWN=1, MEM_MAX=2, GPU_MAX=3
+THERMAL = {"shutdown": 0, "slowdown": 1, "mem_max": 2, "gpu_max": 3}
+CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 124
+XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+XIDS_KEPT = 200  # lines kept in the document; the counts by code are always complete
 
 
 def os_release():
@@ -45,6 +57,196 @@ def machine():
     except OSError:
         out["netns"] = None
     return out
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _ls(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _int(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def error_counters(nv=None):
+    """Counters that grow with a failing link: every InfiniBand port's, every interface's
+    errors and drops, each GPU's PCIe replays (NVML). None: unreadable."""
+    out = {"t": round(time.time(), 1), "infiniband": {}, "net": {}, "pcie_replay": {}}
+    root = SYS + "/class/infiniband"
+    for dev in _ls(root):
+        for port in _ls("%s/%s/ports" % (root, dev)):
+            base = "%s/%s/ports/%s/counters/" % (root, dev, port)
+            out["infiniband"]["%s/%s" % (dev, port)] = {k: _int(_read(base + k)) for k in IB_COUNTERS}
+    for name in _ls(SYS + "/class/net"):
+        base = "%s/class/net/%s/statistics/" % (SYS, name)
+        out["net"][name] = {k: _int(_read(base + k)) for k in NET_COUNTERS}
+    if nv is not None:
+        for i in range(_nv(nv.nvmlDeviceGetCount) or 0):
+            h = _nv(nv.nvmlDeviceGetHandleByIndex, i)
+            out["pcie_replay"][str(i)] = _nv(nv.nvmlDeviceGetPcieReplayCounter, h) if h else None
+    return out
+
+
+def counters_now():
+    """`sysinfo.py counters`: the counters alone, for the snapshot at the end of a run."""
+    try:
+        import pynvml as nv
+        nv.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML: a host without GPUs
+        nv = None
+    try:
+        return dict(error_counters(nv), probe="counters", nvml=nv is not None)
+    finally:
+        if nv is not None:
+            nv.nvmlShutdown()
+
+
+def _first_line(cmd):
+    out, _ = _run(cmd, timeout=15)
+    return out.strip().splitlines()[0].strip() if out and out.strip() else None
+
+
+def _package(pattern):
+    """The installed version of a Debian or RPM package (a glob: nvidia-fabricmanager* matches
+    the versioned names), None where none is installed."""
+    out, _ = _run(["dpkg-query", "-W", "-f", "${Status} ${Version}\n", pattern], timeout=15)
+    for line in (out or "").splitlines():
+        if line.startswith("install ok installed "):
+            return line.split()[-1]
+    out, _ = _run(["rpm", "-qa", "--qf", "%{VERSION}-%{RELEASE}\n", pattern], timeout=15)
+    return (out or "").strip().splitlines()[0] if (out or "").strip() else None
+
+
+def stack():
+    """Firmware and stack versions a cluster pins (Imbue's golden config): NIC firmware
+    (RDMA cards' fw_ver, ethtool -i of physical interfaces), OFED / rdma-core, the container
+    runtime and toolkit, nvidia-fabricmanager. None: not present."""
+    fw = {}
+    for dev in _ls(SYS + "/class/infiniband"):
+        fw[dev] = _read("%s/class/infiniband/%s/fw_ver" % (SYS, dev))
+    for name in _ls(SYS + "/class/net"):
+        if os.path.exists("%s/class/net/%s/device" % (SYS, name)) and \
+                not os.path.isdir("%s/class/net/%s/device/infiniband" % (SYS, name)):
+            out, _ = _run(["ethtool", "-i", name], timeout=15)
+            m = re.search(r"^firmware-version:\s*(.+)$", out or "", re.M)
+            if m:
+                fw[name] = m.group(1).strip()
+    runtime = None
+    for cmd in (["docker", "--version"], ["podman", "--version"], ["containerd", "--version"],
+                ["enroot", "version"]):
+        runtime = _first_line(cmd)
+        if runtime:
+            break
+    fm = _first_line(["nv-fabricmanager", "--version"])
+    return {"nic_firmware": fw,
+            "ofed": _first_line(["ofed_info", "-s"]),
+            "rdma_core": _package("rdma-core"),
+            "container_runtime": runtime,
+            "container_toolkit": _first_line(["nvidia-container-cli", "--version"]),
+            "fabricmanager": (re.search(r"[\d.]+\d", fm).group(0) if fm and re.search(r"[\d.]+\d", fm)
+                              else fm) or _package("nvidia-fabricmanager*")}
+
+
+def thermal(nv, h):
+    """NVML's temperature thresholds (C), the current temperature and the margin to the
+    nearest slowdown (newer drivers report thresholds as offsets from T.Limit)."""
+    out = {k: _nv(nv.nvmlDeviceGetTemperatureThreshold, h, v) for k, v in THERMAL.items()}
+    out["temp"] = _nv(nv.nvmlDeviceGetTemperature, h, 0)  # NVML_TEMPERATURE_GPU
+    out["tlimit_margin"] = _nv(getattr(nv, "nvmlDeviceGetMarginTemperature", None) or (lambda _h: None), h)
+    return out
+
+
+def smi_temperatures():
+    """bus id -> {label: C} from `nvidia-smi -q -d TEMPERATURE`: both forms, absolute
+    ('GPU Slowdown Temp : 89 C') and T.Limit offsets ('GPU Slowdown T.Limit Temp : -2 C')."""
+    out, _ = _run(["nvidia-smi", "-q", "-d", "TEMPERATURE"], timeout=30)
+    gpus, cur = {}, None
+    for line in (out or "").splitlines():
+        m = re.match(r"^GPU ([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$", line)
+        if m:
+            cur = gpus.setdefault(m.group(1).lower(), {})
+            continue
+        m = re.match(r"^\s+(.+?)\s*:\s*(-?\d+) C\s*$", line)
+        if m and cur is not None:
+            cur[m.group(1)] = int(m.group(2))
+    return gpus
+
+
+def _pci_path(bdf):
+    """The sysfs path of a PCI function: /sys/devices/pci0000:00/<bridges...>/<bdf>."""
+    return os.path.realpath("%s/bus/pci/devices/%s" % (SYS, bdf))
+
+
+def pci_link(a, b):
+    """nvidia-smi topo's relation of two PCI functions from their sysfs paths: PIX (one
+    switch), PXB (several bridges), PHB (the same host bridge), NODE (the same NUMA node),
+    SYS (across NUMA nodes)."""
+    pa, pb = a["path"].split("/"), b["path"].split("/")
+    common = 0
+    while common < min(len(pa), len(pb)) and pa[common] == pb[common]:
+        common += 1
+    root = next((i for i, c in enumerate(pa) if c.startswith("pci")), None)
+    if root is not None and common > root + 1:  # a bridge below the root port in common
+        return "PIX" if len(pa) - common <= 2 and len(pb) - common <= 2 else "PXB"
+    if root is not None and common > root:
+        return "PHB"
+    return "NODE" if a["numa"] is not None and a["numa"] == b["numa"] else "SYS"
+
+
+def gpu_nic(gpus):
+    """Each GPU's relation to every RDMA NIC (InfiniBand/RoCE), and whether GPUDirect RDMA
+    is available: nvidia_peermem loaded, or dma-buf (CUDA's DMA_BUF_SUPPORTED)."""
+    nics = []
+    for dev in _ls(SYS + "/class/infiniband"):
+        path = os.path.realpath("%s/class/infiniband/%s/device" % (SYS, dev))
+        ports = _ls("%s/class/infiniband/%s/ports" % (SYS, dev))
+        nics.append({"name": dev, "path": path, "numa": _int(_read(path + "/numa_node")),
+                     "link_layer": _read("%s/class/infiniband/%s/ports/%s/link_layer" % (SYS, dev, ports[0]))
+                     if ports else None})
+    out = {"nics": [{k: n[k] for k in ("name", "numa", "link_layer")} for n in nics], "gpus": {},
+           "peermem": os.path.isdir(SYS + "/module/nvidia_peermem"),
+           "dmabuf": dma_buf(len(gpus)) if nics else None}
+    for g in gpus:
+        bdf = (g.get("pci_bus_id") or "").lower()
+        bdf = bdf[4:] if len(bdf) == 16 else bdf  # NVML's 8-digit domain, sysfs's 4
+        path = _pci_path(bdf)
+        gpu = {"path": path, "numa": _int(_read(path + "/numa_node"))}
+        out["gpus"][str(g["index"])] = {n["name"]: pci_link(gpu, n) for n in nics} if os.path.exists(path) \
+            else None
+    topo, _ = _run(["nvidia-smi", "topo", "-m"], timeout=30) if nics else (None, None)
+    out["topo_m"] = topo
+    return out
+
+
+def dma_buf(count):
+    """Per GPU, CUDA's CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (libcuda); None: unreadable."""
+    try:
+        import ctypes
+        cu = ctypes.CDLL("libcuda.so.1")
+        if cu.cuInit(0) != 0:
+            return None
+        out = {}
+        for i in range(count):
+            dev, val = ctypes.c_int(), ctypes.c_int()
+            ok = cu.cuDeviceGet(ctypes.byref(dev), i) == 0 and \
+                cu.cuDeviceGetAttribute(ctypes.byref(val), CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) == 0
+            out[str(i)] = bool(val.value) if ok else None
+        return out
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def nvidia_pci_devices():
@@ -241,14 +443,110 @@ def gpu_info(torch_ok):
                 g["mig_current"] = g["mig_pending"] = None
             g["nvlink"] = nvlinks(nv, h)
             g["power"] = power_limits(nv, h)
+            g["vbios"] = _nv(nv.nvmlDeviceGetVbiosVersion, h)
+            g["thermal"] = thermal(nv, h)
             out["gpus"].append(g)
+        out["counters"] = error_counters(nv)  # before the run; acceptance/test_health.py, after
     finally:
         busy.close()
         nv.nvmlShutdown()
     return out
 
 
+def _run(cmd, timeout=60):
+    """(stdout, None) or (None, why) for a command that may be missing or refused."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001
+        return None, "%s: %s" % (cmd[0], exc)
+    if r.returncode != 0:
+        return None, "%s exit %d: %s" % (cmd[0], r.returncode, r.stderr.strip()[:200])
+    return r.stdout, None
+
+
+def _journal(since):
+    """(epoch, text) of the journal's kernel messages since `since`, over every boot it
+    keeps (journalctl -k would read this boot only); None, why where it holds none."""
+    out, why = _run(["journalctl", "_TRANSPORT=kernel", "--since",
+                     time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)),
+                     "-o", "short-unix", "--no-pager", "-q"], timeout=120)
+    if out is None:
+        return None, why
+    lines = []
+    for line in out.splitlines():
+        t, _, text = line.partition(" ")
+        try:
+            lines.append((float(t), text))
+        except ValueError:
+            continue
+    return (lines, None) if lines else \
+        (None, "journalctl: no kernel messages since then (no persistent journal?)")
+
+
+def _dmesg(text=None):
+    """(epoch, text) of the kernel ring buffer (this boot, as far back as it holds)."""
+    if text is None:
+        text, why = _run(["dmesg"])
+        if text is None:
+            return None, why
+    try:
+        with open("/proc/stat") as f:
+            btime = next(int(ln.split()[1]) for ln in f if ln.startswith("btime"))
+    except (OSError, StopIteration, ValueError, IndexError) as exc:
+        return None, "boot time unreadable (/proc/stat): %s" % exc
+    lines = []
+    for line in text.splitlines():
+        m = re.match(r"\[\s*(\d+\.\d+)\]\s?(.*)", line)
+        if m:
+            lines.append((btime + float(m.group(1)), m.group(2)))
+    return lines, None
+
+
+def kernel_xids(since):
+    """XIDs ('NVRM: Xid (PCI:...): N, ...') of the kernel log since `since`: the journal,
+    else dmesg. SIGNOFF_KERNEL_LOG names a recorded dmesg-format log read instead (tests
+    inject a fault there). An unreadable log is an error, never "no XID"."""
+    out = {"probe": "xids", "since": since, "source": None, "covers_from": None, "notes": [],
+           "xids": [], "counts": {}, "error": None}
+    rec = os.environ.get("SIGNOFF_KERNEL_LOG")
+    if rec:
+        try:
+            with open(rec) as f:
+                lines, why = _dmesg(f.read())
+        except OSError as exc:
+            lines, why = None, "recorded log %s: %s" % (rec, exc)
+        out["source"] = "recorded log %s" % rec
+    else:
+        lines, why = _journal(since)
+        out["source"] = "journal"
+        if lines is None:
+            out["notes"].append(why)
+            lines, why = _dmesg()
+            out["source"] = "dmesg (this boot)"
+    if lines is None:
+        out["error"] = "; ".join(out["notes"] + [why])
+        return out
+    lines = [(t, text) for t, text in lines if t >= since]
+    out["covers_from"] = lines[0][0] if lines else None
+    for t, text in lines:
+        m = XID.search(text)
+        if not m:
+            continue
+        code = m.group(2)
+        out["counts"][code] = out["counts"].get(code, 0) + 1
+        if len(out["xids"]) < XIDS_KEPT:
+            out["xids"].append({"t": round(t, 1), "device": m.group(1), "xid": int(code),
+                                "line": text.strip()[:300]})
+    return out
+
+
 def main():
+    if sys.argv[1:2] == ["xids"]:
+        print(json.dumps(kernel_xids(float(sys.argv[2]))))
+        return
+    if sys.argv[1:2] == ["counters"]:
+        print(json.dumps(counters_now()))
+        return
     t0 = time.time()
     tinfo = torch_info()
     doc = {
@@ -266,6 +564,15 @@ def main():
         "torch": tinfo,
         "nvidia": gpu_info(bool(tinfo.get("cuda_available"))),
     }
+    nvidia = doc["nvidia"]
+    # before the run: the counters the end of the run is compared with (NVML's with the GPUs)
+    doc["counters"] = nvidia.pop("counters", None) or error_counters()
+    smi = smi_temperatures() if nvidia.get("gpus") else {}
+    for g in nvidia.get("gpus", []):
+        bdf = (g.get("pci_bus_id") or "").lower()
+        g["thermal"]["smi"] = smi.get(bdf) or smi.get(bdf[4:]) or {}
+    doc["stack"] = stack()
+    doc["gpu_nic"] = gpu_nic(nvidia.get("gpus", []))
     doc["nvidia"]["pci_devices"] = nvidia_pci_devices()
     doc["nvidia"]["driver_loaded"] = os.path.exists("/proc/driver/nvidia")
     doc["elapsed_s"] = round(time.time() - t0, 3)

@@ -342,6 +342,10 @@ def errors(s: Series, final: dict) -> tuple[list[str], list[str]]:
                      + (f": {x['line']}" if x.get("line") else ""))
     for g, msg in sorted((final.get("gpu_errors") or {}).items(), key=lambda kv: int(kv[0])):
         fails.append(f"GPU {g}: load failed: {msg}")
+    for g, w in sorted((final.get("gemm") or {}).items(), key=lambda kv: int(kv[0])):
+        if w.get("changed_batches"):  # issue 14: silent data corruption under load
+            fails.append(f"GPU {g}: the GEMM result changed under load in {w['changed_batches']} batch(es), "
+                         f"same inputs (silent data corruption)")
     if not final.get("xid_readable"):
         # "no new XID" cannot be claimed from a source that could not be read
         raise Unjudgeable(f"XID events not readable: {final.get('xid_note') or 'unknown why'}")

@@ -14,7 +14,8 @@ from signoff.soak import CRITERIA, report
 from signoff.soak import judge as soak
 from signoff.soak.run import SoakRunner
 
-TESTS = tuple(f"test_{c}" for c in CRITERIA)  # acceptance/test_soak.py: one test per criterion
+# acceptance/test_soak.py: one test per criterion; test_health.py's thermal margin judges the soak too
+TESTS = tuple(f"test_{c}" for c in CRITERIA) + ("test_thermal_margin",)
 
 
 def pytest_addoption(parser):

@@ -249,6 +249,7 @@ class Gemm(threading.Thread):
         self.lock = threading.Lock()
         self.flops, self.done_t = 0.0, None
         self.batch, self.calib_tflops, self.error = None, None, None
+        self.changed = None  # batches whose C differed from the first C (same inputs): SDC under load
 
     def _sync(self):
         if self.device.type == "cuda":
@@ -281,6 +282,8 @@ class Gemm(threading.Thread):
             per = max((time.perf_counter() - t0) / 5, 1e-6)
             self.calib_tflops = round(2.0 * n ** 3 / per / 1e12, 1)
             self.batch = max(1, min(512, int(round(0.025 / per))))
+            ref = c.clone()  # the same inputs give the same bits, cold or hot
+            mismatch = torch.zeros((), dtype=torch.int64, device=self.device)
         except Exception as exc:  # noqa: BLE001
             self.error = _err(exc)
             self.ready.set()
@@ -293,6 +296,7 @@ class Gemm(threading.Thread):
             while not self.stop.is_set():
                 for _ in range(self.batch):
                     torch.matmul(a, b, out=c)
+                mismatch += (c != ref).any()  # on the device: no sync, the queue stays ahead
                 ev = self._event()
                 if ev is None:
                     self._count(flop)
@@ -303,6 +307,7 @@ class Gemm(threading.Thread):
             if prev is not None:
                 prev.synchronize()
                 self._count(flop)
+            self.changed = int(mismatch.item())
         except Exception as exc:  # noqa: BLE001 - e.g. an ECC error or a GPU lost mid-soak
             self.error = _err(exc)
 
@@ -416,7 +421,8 @@ def run(args, nvml, torch, devices):
         "xid": xid.events, "xid_readable": readable, "xid_note": note,
         "gpu_errors": gpu_errors,
         "gemm": {str(i): {"n": w.n, "batch": w.batch, "calibration_tflops": w.calib_tflops,
-                          "total_pflop": round(w.flops / 1e15, 1)} for i, w in workers.items()},
+                          "total_pflop": round(w.flops / 1e15, 1), "changed_batches": w.changed}
+                 for i, w in workers.items()},
         "nvml_unreadable": nvml.why,
         "torch": getattr(torch, "__version__", None),
         "elapsed_s": round(time.time() - t_start, 1),

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from collections import Counter
 
-# field -> (label, how to read it from a sysinfo document)
+
+def _stack(key):
+    return lambda f: (f.get("stack") or {}).get(key)
+
+
+def _values(values) -> str | None:
+    """Several parts' versions (the GPUs' VBIOS, the NICs' firmware) as one value per host."""
+    return ", ".join(sorted({str(v) for v in values if v is not None})) or None
+
+
+# field -> (label, how to read it from a sysinfo document); firmware and stack fields are
+# the ones Imbue pins (shared/reference/peers.md): None on every host (not present) agrees
 FIELDS = {
     "nvidia_driver": ("NVIDIA driver", lambda f: f["nvidia"].get("driver")),
     "cuda_driver": ("CUDA driver API", lambda f: f["nvidia"].get("cuda_driver")),
@@ -14,6 +25,16 @@ FIELDS = {
     "python": ("Python", lambda f: f.get("python")),
     "os": ("OS release", lambda f: f.get("os")),
     "kernel": ("kernel", lambda f: f.get("kernel")),
+    "driver_branch": ("GPU driver branch",
+                      lambda f: str(f["nvidia"].get("driver") or "").split(".")[0] or None),
+    "vbios": ("VBIOS", lambda f: _values(g.get("vbios") for g in f["nvidia"].get("gpus") or [])),
+    "nic_firmware": ("NIC firmware",
+                     lambda f: _values(((f.get("stack") or {}).get("nic_firmware") or {}).values())),
+    "ofed": ("OFED", _stack("ofed")),
+    "rdma_core": ("rdma-core", _stack("rdma_core")),
+    "container_runtime": ("container runtime", _stack("container_runtime")),
+    "container_toolkit": ("NVIDIA container toolkit", _stack("container_toolkit")),
+    "fabricmanager": ("nvidia-fabricmanager", _stack("fabricmanager")),
 }
 
 

@@ -1,0 +1,190 @@
+"""The field's health checks (SemiAnalysis ClusterMAX, Meta GCM, Imbue, Azure, DCGM; issue 14):
+XID history, error counters over the run, silent data corruption, HBM bandwidth, thermal
+thresholds and margin, GPU-NIC affinity and GPUDirect."""
+
+from signoff.check import not_applicable
+from signoff.fleet import ProbeError
+from signoff.gpu import judge
+from signoff.soak import judge as soak
+from signoff.soak.plugin import soaked
+
+RULE = "signoff acceptance rule"
+COUNTERS = ("ClusterMAX's passive PCIe / link-flap / IB-counter monitoring (shared/reference/peers.md); "
+            "signoff rule: no error counter grows during the sign-off")
+SDC = ("ClusterMAX's silent-data-corruption test (shared/reference/peers.md); signoff rule: identical "
+       "seeded computations give identical bits on every GPU and host of a class (majority vote)")
+
+
+def test_xid_history(host, gpus, profile, check, health):
+    """Fatal XIDs in the kernel log over the profile's window FAIL; the others are reported."""
+    t = profile.threshold("xid_fatal")
+    window = soak.parse_duration(t.extra["window"])
+    doc = health.xids(host.name, window)
+    if doc.get("error"):
+        raise ProbeError(f"{host}: kernel log unreadable, so no XID history: {doc['error']}")
+    counts = {int(k): v for k, v in doc["counts"].items()}
+    fatal = {c: n for c, n in sorted(counts.items()) if c in t.extra["codes"]}
+    devices = {c: sorted({x["device"] for x in doc["xids"] if x["xid"] == c}) for c in fatal}
+    what = (f"fatal XIDs in the kernel log ({doc['source']}) over the last {soak.human_duration(window)}"
+            + (": " + ", ".join(f"XID {c} x{n} on {', '.join(devices[c]) or '?'}" for c, n in fatal.items())
+               if fatal else "")
+            + (f"; others: {', '.join(f'XID {c} x{n}' for c, n in counts.items() if c not in fatal)}"
+               if len(counts) > len(fatal) else ""))
+    check.expect(sum(fatal.values()), t, what, cause="a failing GPU, HBM or NVLink: see NVIDIA's XID "
+                 "catalog for the code", details={**doc, "window_s": window})
+
+
+def test_error_counters(host, check, health):
+    """Runs last (signoff/gpu/plugin.py): every InfiniBand port's symbol errors, link downed
+    (flaps), link error recoveries and receive errors, the data interface's errors and drops,
+    every GPU's PCIe replays, at the end against the start of the run."""
+    before = host.facts.get("counters")
+    if not before:
+        raise ProbeError(f"{host}: sysinfo recorded no error counters at the start of the run")
+    iface = host.session.host.data_iface if host.session else None
+    ifaces = [iface] if iface else []
+    if not (before["infiniband"] or before["pcie_replay"] or ifaces):
+        not_applicable(f"{host}: no InfiniBand port, GPU or data_iface (inventory) to watch")
+    after = health.counters(host.name)
+    grew, unread = judge.counter_growth(before, after, ifaces)
+    if unread and not grew:
+        raise ProbeError(f"{host}: counters unreadable: {', '.join(unread)}")
+    watched = [*(f"InfiniBand {p}" for p in before["infiniband"]), *ifaces,
+               *(f"GPU {g}" for g in before["pcie_replay"])]
+    check.require(grew, f"{len(grew)} counter(s) grew", "no error counter grows during the run on "
+                  + ", ".join(watched), COUNTERS, cause="a marginal cable, transceiver, port or PCIe "
+                  "link (link_downed: a flap)", details={"before": before, "after": after,
+                                                         "unreadable": unread})
+
+
+def test_sdc(host, fleet, check, health):
+    doc = health.sdc(host.name)
+    if doc.get("error"):
+        raise ProbeError(f"{host}: silent-data-corruption probe: {doc['error']}")
+    fails, mine = judge.sdc_host(doc)
+    key = sdc_class(doc)
+    peers = {host.name: mine}
+    for n in fleet.names:
+        if n == host.name:
+            continue
+        try:
+            other = health.sdc(n)
+        except Exception:  # noqa: BLE001 - that host's own check says why
+            continue
+        if not other.get("error") and sdc_class(other) == key:
+            peers[n] = judge.sdc_host(other)[1]
+    fails += judge.sdc_fleet(peers, host.name)
+    check.require(fails, f"{len(doc['devices'])} device(s) x {', '.join(doc['ops'])}; "
+                  f"{len(peers)} host(s) of its class", "the same bits as the other GPUs of the host "
+                  "and the hosts of its class", SDC, cause="a GPU (or CPU) that computes wrongly: "
+                  "silent data corruption",
+                  details={**doc, "class": list(key), "hosts_compared": sorted(peers)})
+
+
+def sdc_class(doc: dict) -> tuple:
+    """Hosts whose checksums must agree: the same devices, torch, CUDA and sizes."""
+    return (tuple(sorted({d.get("name") for d in doc["devices"].values()})), doc["torch"], doc["cuda"],
+            doc["n"], tuple(doc["ops"]))
+
+
+def _hbm(host, health) -> dict:
+    doc = health.hbm(host.name)
+    if doc.get("error") or doc.get("errors") or len(doc.get("gpus") or {}) != len(host.gpus):
+        raise ProbeError(f"{host}: HBM probe measured {len(doc.get('gpus') or {})} of {len(host.gpus)} "
+                         f"GPUs: {doc.get('error') or doc.get('errors')}")
+    return doc
+
+
+def test_hbm_bandwidth(host, gpus, profile, check, health):
+    t = profile.threshold("hbm_bandwidth")
+    doc = _hbm(host, health)
+    slowest = min(doc["gpus"], key=doc["gpus"].get)
+    check.expect(doc["gpus"][slowest], t, f"GPU {slowest} (the slowest) device-to-device copy, "
+                 f"read + written", cause="degraded HBM or clocks (throttling, a power cap)", details=doc)
+
+
+def test_hbm_uniformity(host, gpus, profile, check, health):
+    t = profile.threshold("hbm_uniformity")
+    doc = _hbm(host, health)
+    if len(doc["gpus"]) < 2:
+        not_applicable(f"{host} has one GPU: no host median to compare it with")
+    med, bad = judge.hbm_outliers(doc["gpus"], t.value)
+    worst = min(doc["gpus"].values()) / med
+    check.require(bad, round(worst, 3), f"every GPU {t.expected}", t.source,
+                  cause="one GPU's HBM or clocks degraded", details={**doc, "median": med})
+
+
+def _thresholds(gpus) -> dict:
+    out = {g["index"]: judge.thermal_thresholds(g.get("thermal") or {}) for g in gpus}
+    unread = [f"GPU {i} {k}" for i, th in out.items() for k, (v, _) in th.items() if v is None]
+    if unread:
+        raise ProbeError(f"NVML and nvidia-smi gave no temperature threshold for {', '.join(unread)}")
+    return out
+
+
+def test_thermal_thresholds(host, gpus, profile, check):
+    """Each GPU's slowdown, shutdown, GPU-max and memory-max temperatures, in either NVML form,
+    not below the class's (a lower one throttles the GPU early)."""
+    t = profile.threshold("thermal_slowdown")
+    try:
+        got = _thresholds(gpus)
+    except ProbeError as exc:
+        raise ProbeError(f"{host}: {exc}") from None
+    want = {"slowdown": t.value, **{k: v for k, v in t.extra.items()}}
+    bad = [f"GPU {i} {k} {th[k][0]} C < {v} C ({th[k][1]})" for i, th in got.items()
+           for k, v in want.items() if th[k][0] < v]
+    check.require(bad, min(th["slowdown"][0] for th in got.values()),
+                  "every GPU's " + ", ".join(f"{k} >= {v} C" for k, v in want.items()), t.source,
+                  cause="a VBIOS or driver setting below the class's", details=got)
+
+
+def test_thermal_margin(host, gpus, profile, soak_run, check):
+    """After the soak: the margin between each GPU's hottest sustained temperature (held as
+    soak_gpu_temp's hold) and its own slowdown threshold."""
+    t = profile.threshold("thermal_margin")
+    hs = soaked(host, soak_run)
+    try:
+        limits = _thresholds(gpus)
+    except ProbeError as exc:
+        raise ProbeError(f"{host}: {exc}") from None
+    held = profile.criteria.get("soak_gpu_temp")
+    hold = soak.parse_duration((held.extra if held else {}).get("hold", "30s"))
+    hold = soak.effective_hold(hs.series, hold)
+    rows = soak.temperatures(hs.series, "temp", hold)
+    if not all(r["readable"] for r in rows):
+        raise ProbeError(f"{host}: the soak has no GPU temperature for GPU(s) "
+                         f"{[r['gpu'] for r in rows if not r['readable']]}")
+    margin = {r["gpu"]: limits[r["gpu"]]["slowdown"][0] - r["sustained"] for r in rows}
+    worst = min(margin, key=margin.get)
+    check.expect(margin[worst], t, f"GPU {worst}'s margin: slowdown {limits[worst]['slowdown'][0]} C "
+                 f"- sustained {rows[worst]['sustained']:g} C (held {hold:g} s)",
+                 cause="cooling: airflow, fans, inlet temperature or a cold plate",
+                 details={"margin": margin, "sustained": rows, "slowdown": limits})
+
+
+def test_gpu_nic_affinity(host, gpus, profile, check):
+    """On an InfiniBand/RoCE host: every GPU's closest NIC (the map is recorded), GPUDirect
+    RDMA available (nvidia_peermem or dma-buf); rail alignment where the profile sets
+    gpu_nic_affinity."""
+    topo = host.facts.get("gpu_nic") or {}
+    if not topo.get("nics"):
+        not_applicable(f"{host} has no RDMA NIC (InfiniBand/RoCE) in /sys/class/infiniband")
+    unread = [i for i, links in topo["gpus"].items() if links is None]
+    if unread or len(topo["gpus"]) != len(gpus):
+        raise ProbeError(f"{host}: the PCIe path of GPU(s) {unread or 'all'} is not in sysfs")
+    near = {i: judge.nearest_nics(links) for i, links in topo["gpus"].items()}
+    dmabuf = topo.get("dmabuf") or {}
+    no_dmabuf = [i for i, v in dmabuf.items() if not v]
+    bad = [] if topo.get("peermem") or (dmabuf and not no_dmabuf) else [
+        "no GPUDirect RDMA: nvidia_peermem not loaded and dma-buf "
+        + (f"unsupported on GPU(s) {', '.join(no_dmabuf)}" if dmabuf else "unreadable (libcuda)")]
+    t = profile.criteria.get("gpu_nic_affinity")
+    if t:
+        bad += [f"GPU {i}'s closest NIC is {lv} ({', '.join(nics)})" for i, (lv, nics) in near.items()
+                if not t.ok(judge.LEVELS.index(lv) + 1)]
+    worst = max((lv for lv, _ in near.values()), key=judge.LEVELS.index)
+    check.require(bad, f"closest NIC at worst {worst}",
+                  "GPUDirect RDMA" + (f" and every GPU's closest NIC {t.expected}" if t else
+                                      " (rail alignment not required by the profile: map reported)"),
+                  t.source if t else RULE, cause="nvidia_peermem not loaded / no dma-buf; a NIC "
+                  "on another PCIe switch or socket", details={"map": near, **topo})

@@ -1,0 +1,127 @@
+"""The health checks' pure judgements: counter growth, checksum votes, HBM bandwidth,
+thermal thresholds in either NVML form, GPU-NIC relation."""
+
+from __future__ import annotations
+
+from statistics import median
+
+from signoff.versions.parity import majority
+
+# nvidia-smi topo -m's relations, closest first
+LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def counter_growth(before: dict, after: dict, ifaces: list[str]) -> tuple[list[str], list[str]]:
+    """(what grew or went back, what could not be read in either snapshot), named by port:
+    every InfiniBand port, the interfaces `ifaces`, every GPU's PCIe replay counter."""
+    grew, unread = [], []
+
+    def compare(where: str, b, a):
+        if b is None or a is None:
+            unread.append(where)
+        elif a > b:
+            grew.append(f"{where} +{a - b} ({b} -> {a})")
+        elif a < b:
+            grew.append(f"{where} went back from {b} to {a} (reset during the run)")
+
+    for kind, label in (("infiniband", "InfiniBand {} {}"), ("net", "{} {}")):
+        ports = sorted(set(before.get(kind) or {}) | set(after.get(kind) or {}))
+        for port in ports if kind == "infiniband" else ifaces:
+            b, a = (before.get(kind) or {}).get(port), (after.get(kind) or {}).get(port)
+            if b is None or a is None:
+                unread.append(label.format(port, f"(absent in the {'end' if b else 'start'} snapshot)"))
+                continue
+            for counter in sorted(set(b) | set(a)):
+                compare(label.format(port, counter), b.get(counter), a.get(counter))
+    for gpu in sorted(set(before.get("pcie_replay") or {}) | set(after.get("pcie_replay") or {}), key=int):
+        compare(f"GPU {gpu} PCIe replay counter", (before.get("pcie_replay") or {}).get(gpu),
+                (after.get("pcie_replay") or {}).get(gpu))
+    return grew, unread
+
+
+def sdc_host(doc: dict) -> tuple[list[str], dict]:
+    """A host's checksums: the devices whose result differs from the host's majority, or
+    whose repeats differed, and the host's consensus per op (None: no majority)."""
+    fails, consensus = [], {}
+    devs = doc["devices"]
+    broken = {d: v["error"] for d, v in devs.items() if "error" in v}
+    fails += [f"GPU {d} could not compute: {why}" for d, why in broken.items()]
+    ok = {d: v for d, v in devs.items() if d not in broken}
+    for op in doc["ops"]:
+        sums = {d: v[op]["sha256"] for d, v in ok.items()}
+        fails += [f"{_dev(d, v)} {op} gave different bits on a repeat of the same input"
+                  for d, v in ok.items() if not v[op]["repeats_equal"]]
+        value, clear = majority(sums)
+        consensus[op] = value if clear else None
+        if len(sums) < 2:
+            continue
+        if not clear:
+            spread = "; ".join(f"GPU {d}={s[:12]}" for d, s in sums.items())
+            fails.append(f"{op}: no majority among the GPUs ({spread})")
+            continue
+        fails += [f"{_dev(d, ok[d])} {op} result {s[:12]} differs from the other GPUs' {value[:12]}"
+                  for d, s in sums.items() if s != value]
+    return fails, consensus
+
+
+def _dev(d: str, v: dict) -> str:
+    return "the CPU" if v.get("name") == "cpu" else f"GPU {d}"
+
+
+def sdc_fleet(consensus: dict[str, dict], host: str) -> list[str]:
+    """Hosts of one class (same device, torch, CUDA, size): `host`'s results against the
+    majority of those hosts', per op."""
+    fails = []
+    for op, mine in consensus[host].items():
+        sums = {h: c.get(op) for h, c in consensus.items() if c.get(op)}
+        if mine is None or len(sums) < 2:
+            continue
+        value, clear = majority(sums)
+        if not clear:
+            fails.append(f"{op}: no majority among the hosts of its class "
+                         f"({'; '.join(f'{h}={s[:12]}' for h, s in sorted(sums.items()))})")
+        elif mine != value:
+            others = sorted(h for h, s in sums.items() if s == value)
+            fails.append(f"{op} result {mine[:12]} differs from {value[:12]} on {', '.join(others)}")
+    return fails
+
+
+def hbm_outliers(gpus: dict[str, float], min_ratio: float) -> tuple[float, list[str]]:
+    """(host median, GPUs below min_ratio x the median, named)."""
+    med = median(gpus.values())
+    return med, [f"GPU {g} {v:g} TB/s = {v / med:.2f} x the host's median {med:g} TB/s"
+                 for g, v in gpus.items() if v < min_ratio * med]
+
+
+SMI_ABSOLUTE = {"shutdown": "GPU Shutdown Temp", "slowdown": "GPU Slowdown Temp",
+                "gpu_max": "GPU Max Operating Temp", "mem_max": "Memory Max Operating Temp"}
+SMI_TLIMIT = {"shutdown": "GPU Shutdown T.Limit Temp", "slowdown": "GPU Slowdown T.Limit Temp",
+              "gpu_max": "GPU Max Operating T.Limit Temp"}
+
+
+def thermal_thresholds(th: dict) -> dict[str, tuple[int | None, str]]:
+    """Each threshold in C and the form it was read in: NVML's absolute threshold, else
+    nvidia-smi's absolute one, else T.Limit + nvidia-smi's offset (newer drivers), where
+    T.Limit = the current temperature + NVML's margin to it."""
+    smi = th.get("smi") or {}
+    tlimit = th["temp"] + th["tlimit_margin"] if None not in (th.get("temp"), th.get("tlimit_margin")) \
+        else None
+    out = {}
+    for key in ("shutdown", "slowdown", "gpu_max", "mem_max"):
+        if th.get(key):
+            out[key] = (th[key], "NVML")
+        elif smi.get(SMI_ABSOLUTE[key]):
+            out[key] = (smi[SMI_ABSOLUTE[key]], "nvidia-smi")
+        elif key in SMI_TLIMIT and SMI_TLIMIT[key] in smi and tlimit is not None:
+            out[key] = (tlimit + smi[SMI_TLIMIT[key]], f"T.Limit {tlimit} C {smi[SMI_TLIMIT[key]]:+d}")
+        else:
+            out[key] = (None, "unreadable")
+    return out
+
+
+def nearest_nics(links: dict[str, str]) -> tuple[str | None, list[str]]:
+    """A GPU's closest relation to any NIC, and the NICs at it."""
+    if not links:
+        return None, []
+    best = min(links.values(), key=LEVELS.index)
+    return best, sorted(n for n, lv in links.items() if lv == best)

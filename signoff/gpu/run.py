@@ -1,0 +1,43 @@
+"""The gpu family's controller: the health measurements of every host at once
+(Fleet.measured), each behind the gates its checks apply."""
+
+from __future__ import annotations
+
+import time
+
+from signoff.plugin import HostView, selected_hosts
+
+# the checks whose hosts each measurement takes at once
+SDC_TESTS = ("test_sdc",)
+HBM_TESTS = ("test_hbm_bandwidth", "test_hbm_uniformity")
+
+
+class Health:
+    def __init__(self, fleet, session):
+        self.fleet, self.session = fleet, session
+        self.started = time.time()  # a window ends at the run's start on every host alike
+
+    def _measured(self, family: str, host: str, tests: tuple, measure):
+        return self.fleet.measured(family, host, measure, selected_hosts(self.session, tests))
+
+    def _probe(self, name: str, *args, timeout: float = 180):
+        return lambda n: self.fleet.sessions[n].cached_probe(name, *args, timeout=timeout)
+
+    def xids(self, host: str, window_s: float) -> dict:
+        since = str(round(self.started - window_s))
+        return self._measured("xid history", host, ("test_xid_history",),
+                              self._probe("sysinfo", "xids", since))
+
+    def counters(self, host: str) -> dict:
+        """The error counters at the end of the run (test_error_counters runs last)."""
+        return self._measured("error counters", host, ("test_error_counters",),
+                              self._probe("sysinfo", "counters"))
+
+    def sdc(self, host: str) -> dict:
+        return self._measured("silent data corruption", host, SDC_TESTS, self._probe("sdc", timeout=600))
+
+    def hbm(self, host: str) -> dict | None:
+        def measure(n):  # GPU hosts only: a CPU host has no HBM (its checks are N.A.)
+            gpus = HostView(n, self.fleet.facts(n), None).gpus
+            return self.fleet.sessions[n].cached_probe("hbm", timeout=300) if gpus else None
+        return self._measured("hbm", host, HBM_TESTS, measure)

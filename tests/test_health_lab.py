@@ -1,0 +1,53 @@
+"""Health checks for real on lab hosts (CPU only): the same seeded fp32 GEMM and reduction on
+every host agree, one host's result perturbed (a fault injection, SIGNOFF_SDC_PERTURB) fails
+it by name; the data interfaces' real veth counters, read before and after real traffic."""
+
+from __future__ import annotations
+
+import pytest
+from lab import Lab
+from test_lab_acceptance import accept, by_key
+from test_network_lab import LAB, inventory
+
+pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
+HOSTS = ("lab1", "lab2", "lab3")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with Lab(tmp_path_factory.mktemp("lab"), n_hosts=3) as lab:
+        yield lab
+
+
+def test_healthy_lab_sdc_agrees_and_counters_do_not_grow(lab, tmp_path):
+    # the host pairs' iperf3 runs are the traffic between the two snapshots (their own verdicts
+    # are test_network_lab's)
+    _, res, out = accept(tmp_path, "acceptance/test_health.py", "acceptance/test_network.py", "-k",
+                         "sdc or error_counters or net_pair", "--inventory", inventory(lab, tmp_path),
+                         "--profile", LAB)
+    r = by_key(res)
+    assert all(r[("net_pair_bandwidth", p)]["details"].get("gbps") for p in ("lab1->lab2", "lab2->lab3")), out
+    for h in HOSTS:
+        sdc = r[("sdc", h)]
+        assert sdc["status"] == "PASS", sdc["message"]
+        assert sdc["details"]["hosts_compared"] == list(HOSTS) and sdc["details"]["ops"] == ["gemm_fp32",
+                                                                                              "reduce_fp32"]
+        c = r[("error_counters", h)]
+        assert c["status"] == "PASS", c["message"]
+        veth = lab.host(h).veth_host
+        assert veth in c["expected"] and c["details"]["after"]["net"][veth] is not None
+
+
+def test_one_host_computing_wrongly_fails_by_name(lab, tmp_path):
+    """lab3's fp32 GEMM result has one bit flipped (fault injection): lab3 FAILs, named
+    against the majority lab1, lab2; they PASS."""
+    inv = inventory(lab, tmp_path, lab3={"env": {"SIGNOFF_SDC_PERTURB": "gemm_fp32"}})
+    rc, res, out = accept(tmp_path, "acceptance/test_health.py", "-k", "sdc", "--inventory", inv,
+                          "--profile", LAB)
+    r = by_key(res)
+    assert rc == 1, out
+    assert r[("sdc", "lab1")]["status"] == r[("sdc", "lab2")]["status"] == "PASS"
+    bad = r[("sdc", "lab3")]
+    assert bad["status"] == "FAIL" and "gemm_fp32 result" in bad["message"], bad["message"]
+    assert "on lab1, lab2" in bad["message"] and "reduce_fp32" not in bad["message"].split(" (expected")[0]
+    assert bad["details"]["injected"] == "gemm_fp32"
