@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, families
+from signoff import InputError, families, retry
 from signoff.units import version_tuple
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "thresholds"
@@ -169,7 +169,8 @@ def _threshold(name, spec, path, profile) -> Threshold:
         raise InputError(f"{w}: unknown criterion (known: {', '.join(sorted(known))})")
     if not isinstance(spec, dict):
         raise InputError(f"{w}: expected a mapping with one of min/max/equals, unit and source")
-    allowed = set(LIMIT_KEYS) | {"unit", "source"} | set(known[name].get("extra", ()))
+    allowed = set(LIMIT_KEYS) | {"unit", "source"} | set(known[name].get("extra", ())) \
+        | ({"attempts"} if known[name].get("retry") else set())  # signoff/retry.py
     unknown = sorted(set(spec) - allowed)
     if unknown:
         raise InputError(f"{w}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
@@ -192,6 +193,8 @@ def _threshold(name, spec, path, profile) -> Threshold:
         if not isinstance(spec.get(key), str) or not spec[key].strip():
             raise InputError(f"{w}.{key}: missing (every threshold needs a unit and a source)")
     extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source")}
+    if known[name].get("retry"):
+        retry.check(extra, w)
     check = getattr(families.family(name), "check_extra", None)
     if check:  # the family's own rules for its extra keys
         check(name, value, extra, w)
