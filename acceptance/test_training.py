@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from signoff import InputError
+from signoff import InputError, retry
 from signoff.check import not_applicable
 from signoff.figures import html_table
 from signoff.fleet import ProbeError
@@ -36,12 +36,14 @@ def test_train_throughput(host, profile, devices, check, attach, training):
                                f"{r['tflops_per_gpu']:g} TFLOP/s per GPU, comm share "
                                f"{r['comm_share']:.0%}, efficiency {eff.get(r['ranks'])}"
         for r in doc["widths"]}), "training step per width")
-    details = {**_settings(doc), "params": one["params"], "widths": [_row(r) for r in doc["widths"]]}
+    details = {**_settings(doc), "params": one["params"], "widths": [_row(r) for r in doc["widths"]],
+               "attempts": doc.get("attempts"), "spread_pct": doc.get("spread_pct")}
     check.record(one["tflops_per_gpu"], unit="TFLOP/s", details=details)
     t = profile.threshold("train_throughput")  # measured first: a missing threshold loses nothing
     check.expect(one["tflops_per_gpu"], t,
                  f"model TFLOP/s of the 1-{'GPU' if devices else 'rank'} step ({one['tokens_per_s']:g} "
-                 f"tokens/s, {one['step_s'] * 1e3:.1f} ms/step, {one['params'] / 1e6:.1f} M params)",
+                 f"tokens/s, {one['step_s'] * 1e3:.1f} ms/step, {one['params'] / 1e6:.1f} M params"
+                 f"{retry.said(doc, 'TFLOP/s')})",
                  cause="GPU clocks or power capped, a slow GPU, or another process on it "
                        "(see power_limit, soak_gemm_tflops, gpu processes)", details=details)
 
@@ -126,11 +128,12 @@ def test_host_link_bandwidth(host, gpus, profile, check, training):
     doc = training("hostlink", host)
     worst, which = judge.slowest_link(doc["gpus"])
     details = {"gpus": doc["gpus"], "process_cpus": doc["process_cpus"], "bytes": doc["bytes"],
-               "timing": doc["timing"]}
+               "timing": doc["timing"], "attempts": doc.get("attempts"), "spread_pct": doc.get("spread_pct")}
     check.record(worst, unit="GB/s", details=details)
     t = profile.threshold("host_link_bandwidth")
     cause = "; ".join(judge.placement(doc)) or "a GPU on a narrower or slower PCIe link (see pcie_link)"
-    check.expect(worst, t, f"slowest pinned copy ({which})", cause=cause, details=details)
+    check.expect(worst, t, f"slowest pinned copy ({which}{retry.said(doc, 'GB/s')})", cause=cause,
+                 details=details)
 
 
 @pytest.mark.usefixtures("fleet_of_class")

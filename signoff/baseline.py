@@ -10,6 +10,7 @@ from pathlib import Path
 
 from signoff import InputError
 from signoff.results import ALL
+from signoff.units import parse_fraction
 
 TOLERANCE = 0.05  # 5 %: the issue's example; CI against staging nodes sets its own
 
@@ -29,17 +30,24 @@ def load(path: str) -> dict:
     return doc
 
 
-def tolerance_arg(text: str) -> float:
-    """'5%' or '0.05' -> 0.05."""
-    t = str(text).strip()
+def tolerance_arg(text: str | None) -> float | None:
+    """'5%' or '0.05' -> 0.05; None where the option is not given (the profile's then)."""
+    if text is None:
+        return None
     try:
-        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise InputError(f"--baseline-tolerance {text}: expected a percentage (5%) or a fraction "
-                         f"(0.05)") from None
-    if not 0 <= v < 1:
-        raise InputError(f"--baseline-tolerance {text}: expected 0-100 %")
-    return v
+        return parse_fraction(text)
+    except ValueError as exc:
+        raise InputError(f"--baseline-tolerance {exc}") from None
+
+
+def tolerances(option: float | None, profile) -> dict:
+    """The tolerance per criterion: --baseline-tolerance for all where given, else the
+    profile's `baseline:` (its tolerance and per-criterion ones), else TOLERANCE."""
+    if option is not None:
+        return {"default": option, "criteria": {}, "from": "--baseline-tolerance"}
+    sec = profile.baseline if profile else {}
+    return {"default": sec.get("tolerance", TOLERANCE), "criteria": dict(sec.get("criteria", {})),
+            "from": f"profile {profile.name}" if sec else "default"}
 
 
 def _number(v) -> bool:
@@ -54,8 +62,10 @@ def _hosts(doc: dict) -> set[str]:
     return set(doc.get("hosts") or {}) or {r["host"] for r in doc["results"]} - {ALL}
 
 
-def compare(doc: dict, base: dict, tolerance: float, name: str) -> dict:
-    """What results.json's meta.baseline records and the cover lists."""
+def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
+    """What results.json's meta.baseline records and the cover lists; `tolerance` a fraction
+    for every criterion or tolerances()' dict."""
+    tol = tolerance if isinstance(tolerance, dict) else {"default": tolerance, "criteria": {}}
     before = {(r["criterion"], r["host"]): r for r in base["results"]}
     regressions = []
     for r in doc["results"]:
@@ -67,14 +77,16 @@ def compare(doc: dict, base: dict, tolerance: float, name: str) -> dict:
         sign = _direction(r.get("expected") or b.get("expected"))
         if sign and _number(x["measured"]) and _number(x["baseline"]) and x["baseline"]:
             change = (x["measured"] - x["baseline"]) / abs(x["baseline"])
-            if sign * change < -tolerance:
+            if sign * change < -tol["criteria"].get(r["criterion"], tol["default"]):
                 regressions.append({**x, "change_pct": round(100 * change, 1)})
                 continue
         if b["status"] == "PASS" and r["status"] in ("FAIL", "ERROR"):
             regressions.append({**x, "was_status": b["status"]})
     now, then = _hosts(doc), _hosts(base)
     return {"name": name, "run": (base.get("meta") or {}).get("run"),
-            "started": (base.get("meta") or {}).get("started"), "tolerance": tolerance,
+            "started": (base.get("meta") or {}).get("started"), "tolerance": tol["default"],
+            **({"tolerances": tol["criteria"]} if tol["criteria"] else {}),
+            **({"tolerance_from": tol["from"]} if "from" in tol else {}),
             "compared": sum((r["criterion"], r["host"]) in before for r in doc["results"]),
             "regressions": sorted(regressions, key=lambda x: x.get("change_pct", -1000)),
             "appeared": sorted(now - then), "vanished": sorted(then - now)}

@@ -59,7 +59,7 @@ class State:
     interrupts: int = 0  # Ctrl-C / SIGTERM received
     stopping: bool = False  # the checks are over (or interrupted): only cleanup is left
     base: dict | None = None  # --baseline's results.json
-    tolerance: float = baseline.TOLERANCE
+    tolerance: float | None = None  # --baseline-tolerance; else the profile's baseline:
 
 
 STATE = pytest.StashKey[State]()
@@ -101,8 +101,9 @@ def pytest_addoption(parser):
     g.addoption("--baseline", default=None, metavar="PATH/results.json",
                 help="compare with an earlier run: figures that regressed beyond "
                      "--baseline-tolerance, hosts that appeared or vanished (cover, results.json)")
-    g.addoption("--baseline-tolerance", default=f"{100 * baseline.TOLERANCE:g}%",
-                help="a figure moved the wrong way by more than this regressed (default %(default)s)")
+    g.addoption("--baseline-tolerance", default=None,
+                help="a figure moved the wrong way by more than this regressed, for every criterion "
+                     f"(default: the profile's baseline: tolerances, else {100 * baseline.TOLERANCE:g}%%)")
     g.addoption("--report-dir", default=None,
                 help="where report.html, results.json and junit.xml go "
                      "(default reports/<UTC timestamp>/)")
@@ -575,7 +576,8 @@ class Recorder:
         if st.base is not None:
             where = report.shown_path(Path(self.config.getoption("baseline")).resolve().parent)
             name = f"run {(st.base.get('meta') or {}).get('run')} ({where})"
-            st.results.set_meta(baseline=baseline.compare(st.results.doc, st.base, st.tolerance, name))
+            tol = baseline.tolerances(st.tolerance, st.profile)
+            st.results.set_meta(baseline=baseline.compare(st.results.doc, st.base, tol, name))
         verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
                                     or st.interrupts > 0,
                                     partial=self.partial(st.results.doc["results"]),

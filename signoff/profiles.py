@@ -11,10 +11,10 @@ from pathlib import Path
 import yaml
 
 from signoff import InputError, families, retry
-from signoff.units import version_tuple
+from signoff.units import parse_fraction, version_tuple
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "thresholds"
-CORE_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria"}
+CORE_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria", "baseline"}
 HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
                  "nvlinks", "pcie_gen", "pcie_width"}  # per GPU: NVLinks, PCIe link of the class
 INTERCONNECTS = {"nvlink", "pcie", "any"}
@@ -82,6 +82,7 @@ class Profile:
     criteria: dict[str, Threshold] = field(default_factory=dict)
     chain: list[str] = field(default_factory=list)
     sections: dict = field(default_factory=dict)  # family sections (soak: the sustained load)
+    baseline: dict = field(default_factory=dict)  # --baseline tolerances: tolerance, criteria
 
     def threshold(self, criterion: str) -> Threshold:
         """The threshold for a criterion; a missing one is an error, not a pass."""
@@ -162,6 +163,25 @@ def _check_hardware(hw, path):
             raise InputError(f"{w}: expected true, false or null, got {val!r}")
 
 
+def _baseline(inherited: dict, sec, path) -> dict:
+    """`baseline: {tolerance: 5%, criteria: {storage_read_seq: 10%}}`: how far a figure may move
+    the wrong way against --baseline before it regressed, over the parent's."""
+    w = _where(path, "baseline")
+    if not isinstance(sec, dict) or set(sec) - {"tolerance", "criteria"}:
+        raise InputError(f"{w}: expected a mapping of tolerance (5%) and criteria (criterion: 10%)")
+    out = {**inherited, "criteria": dict(inherited.get("criteria", {}))}
+    try:
+        if "tolerance" in sec:
+            out["tolerance"] = parse_fraction(sec["tolerance"])
+        for name, val in (sec.get("criteria") or {}).items():
+            if name not in families.criteria():
+                raise InputError(f"{w}.criteria.{name}: unknown criterion")
+            out["criteria"][name] = parse_fraction(val)
+    except ValueError as exc:
+        raise InputError(f"{w}: {exc}") from None
+    return out
+
+
 def _threshold(name, spec, path, profile) -> Threshold:
     w = _where(path, f"criteria.{name}")
     known = families.criteria()
@@ -236,7 +256,11 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
     for key, merge in families.sections().items():
         if data.get(key) is not None:
             sections[key] = merge(sections.get(key, {}), data[key], _where(path, key))
+    base = dict(parent.baseline) if parent else {}
+    if data.get("baseline") is not None:
+        base = _baseline(base, data["baseline"], path)
     return Profile(
+        baseline=base,
         name=name,
         path=str(path),
         description=str(data.get("description") or (parent.description if parent else "")),

@@ -171,8 +171,8 @@ def cover(verdict: str, doc: dict) -> str:
             f"<span class='so-verdict {status_class('PASS' if verdict == 'PASS' else 'FAIL')}'>"
             f"{escape(verdict)}</span></h2>"
             + (f"<h3>To fix</h3><ul>{''.join(lines)}</ul>" if lines else "<p>Nothing failed.</p>")
-            + (f"<h3>Compared with {escape(base.get('name', 'the baseline'))} (tolerance "
-               f"{_fmt(100 * base.get('tolerance', 0))} %)</h3><ul>"
+            + (f"<h3>Compared with {escape(base.get('name', 'the baseline'))} "
+               f"({escape(tolerance_text(base))})</h3><ul>"
                f"{''.join(regressions + moved) or '<li>no regression</li>'}</ul>" if base else "")
             + f"<p class='so-counts'>{len(records)} checks: {parts}</p>"
             f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
@@ -190,6 +190,13 @@ def regression_text(x: dict) -> str:
         return f"{x['was_status']} before, {x['status']} now"
     return (f"{_fmt(x['measured'])} {x.get('unit') or ''} vs {_fmt(x['baseline'])} before "
             f"({x['change_pct']:+.1f} %)")
+
+
+def tolerance_text(base: dict) -> str:
+    """'tolerance 3 %; storage_read_seq 12 % (profile h200-1x)'."""
+    own = "; ".join(f"{c} {_fmt(100 * v)} %" for c, v in sorted((base.get("tolerances") or {}).items()))
+    return (f"tolerance {_fmt(100 * base.get('tolerance', 0))} %" + (f"; {own}" if own else "")
+            + (f" from {base['tolerance_from']}" if base.get("tolerance_from") else ""))
 
 
 def launcher(meta: dict) -> str:
@@ -475,7 +482,7 @@ def markdown(doc: dict) -> str:
         out.append("")
     base = meta.get("baseline")
     if base:
-        out += [f"## Compared with {base.get('name')} (tolerance {_fmt(100 * base['tolerance'])} %)", ""]
+        out += [f"## Compared with {base.get('name')} ({tolerance_text(base)})", ""]
         out += [f"- **REGRESSED** `{x['criterion']}` on {x['host']}: {regression_text(x)}"
                 for x in base.get("regressions", [])] or ["- no regression"]
         out += [f"- hosts {k} since the baseline: {hosts_text(base[k])}"

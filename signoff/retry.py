@@ -29,19 +29,26 @@ def spread_pct(figures: list) -> float | None:
     return round(100 * (top - min(vals)) / top, 1) if top else None
 
 
-def best_of(first, again, figure, t):
+def measured(first, again, figure, t) -> list:
     """`first`, then `again()` while the last attempt's `figure(doc)` misses threshold `t` and
-    attempts remain. Returns (best, figures): the best attempt's document (the first if it
-    passed; an unmeasurable figure counts as a miss) and every attempt's figure in order."""
+    attempts remain (an unmeasurable figure counts as a miss): every attempt's document."""
     tries = [first]
     while len(tries) < count(t) and not _ok(t, figure(tries[-1])):
         tries.append(again())
+    return tries
+
+
+def best(tries: list, figure, t):
+    """(the best attempt's document, every attempt's figure in order)."""
     figures = [figure(d) for d in tries]
-    if len(tries) == 1:
-        return first, figures
     sign = -1 if t.op == "max" else 1
-    best = max(range(len(tries)), key=lambda i: sign * figures[i] if _number(figures[i]) else float("-inf"))
-    return tries[best], figures
+    i = max(range(len(tries)), key=lambda i: sign * figures[i] if _number(figures[i]) else float("-inf"))
+    return tries[i], figures
+
+
+def best_of(first, again, figure, t):
+    """measured() then best(): (the best document, the first if it passed; every figure)."""
+    return best(measured(first, again, figure, t), figure, t)
 
 
 def kept(doc: dict, figures: list) -> dict:

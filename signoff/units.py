@@ -15,6 +15,18 @@ def parse_size(text) -> int:
     return int(m.group(1)) * _UNITS[m.group(2)]
 
 
+def parse_fraction(text) -> float:
+    """'5%' / '0.05' -> 0.05, in [0, 1)."""
+    t = str(text).strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ValueError(f"{text!r}: expected a percentage (5%) or a fraction (0.05)") from None
+    if not 0 <= v < 1:
+        raise ValueError(f"{text!r}: expected 0-100 %")
+    return v
+
+
 def human_bytes(n: int) -> str:
     for unit, k in (("G", 30), ("M", 20), ("K", 10)):
         if n >= 1 << k and n % (1 << k) == 0:

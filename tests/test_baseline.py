@@ -45,5 +45,35 @@ def test_bad_baseline_and_tolerance_are_named(tmp_path):
     with pytest.raises(InputError, match="not a signoff results.json"):
         baseline.load(str(tmp_path))  # a report directory is accepted: its results.json
     assert baseline.tolerance_arg("5%") == 0.05 and baseline.tolerance_arg("0.1") == 0.1
-    with pytest.raises(InputError, match="--baseline-tolerance five"):
+    with pytest.raises(InputError, match="--baseline-tolerance 'five': expected a percentage"):
         baseline.tolerance_arg("five")
+    assert baseline.tolerance_arg(None) is None  # not given: the profile's
+
+
+def test_the_profile_sets_tolerances_per_criterion_and_the_option_overrides_them(tmp_path):
+    from signoff import profiles
+    p = tmp_path / "p.yaml"
+    p.write_text("extends: local\nbaseline: {tolerance: 3%, criteria: {storage_read_seq: 12%}}\n")
+    child = tmp_path / "c.yaml"
+    child.write_text(f"extends: {p}\nbaseline: {{criteria: {{allreduce_busbw: 0.04}}}}\n")
+    prof = profiles.load(str(child))
+    tol = baseline.tolerances(None, prof)
+    assert tol == {"default": 0.03, "criteria": {"storage_read_seq": 0.12, "allreduce_busbw": 0.04},
+                   "from": "profile c"}
+    before = doc(["a"], rec("storage_read_seq", "a", 100, ">= 1"), rec("p2p_bandwidth", "a", 100, ">= 1"))
+    after = doc(["a"], rec("storage_read_seq", "a", 90, ">= 1"), rec("p2p_bandwidth", "a", 96, ">= 1"))
+    got = baseline.compare(after, before, tol, "r1")  # storage -10 % within its 12 %; p2p -4 % beyond 3 %
+    assert [x["criterion"] for x in got["regressions"]] == ["p2p_bandwidth"]
+    assert got["tolerance"] == 0.03 and got["tolerances"]["storage_read_seq"] == 0.12
+    assert got["tolerance_from"] == "profile c"
+    from signoff.report import tolerance_text  # the cover's and report.md's heading
+    assert tolerance_text(got) == "tolerance 3 %; allreduce_busbw 4 %; storage_read_seq 12 % from profile c"
+    flat = baseline.tolerances(0.2, prof)  # the option, where given, for every criterion
+    assert flat["criteria"] == {} and not baseline.compare(after, before, flat, "r1")["regressions"]
+    assert baseline.tolerances(None, profiles.load("local"))["default"] == baseline.TOLERANCE
+    for bad, match in (("baseline: 5%", "p.yaml: baseline: expected a mapping"),
+                       ("baseline: {tolerance: lots}", "p.yaml: baseline: 'lots': expected a percentage"),
+                       ("baseline: {criteria: {busbw: 5%}}", "baseline.criteria.busbw: unknown criterion")):
+        p.write_text(f"extends: local\n{bad}\n")
+        with pytest.raises(InputError, match=match):
+            profiles.load(str(p))

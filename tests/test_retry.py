@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from signoff import InputError, profiles
+from signoff import InputError, profiles, retry
 from signoff.interconnect.run import best_of
 
 M = 1 << 20
@@ -46,3 +46,79 @@ def test_attempts_are_bounded_by_the_profile_and_a_wrong_sum_stays_wrong(tmp_pat
     assert "attempts" not in one
     with pytest.raises(InputError, match=r"criteria.allreduce_busbw.attempts: 9: expected 1-5"):
         threshold(tmp_path, "attempts: 9, ")
+
+
+class Recorded:
+    """A host view whose probes return recorded documents (the 1x H200 anchors' shapes; no GPU
+    here): the first from the cache, each later one measured again."""
+
+    def __init__(self, docs: list[dict], gpus: int):
+        self.docs, self.gpus, self.asked = list(docs), [{"index": i} for i in range(gpus)], 0
+
+    def cached_probe(self, name, *args, **kw):
+        return self.probe(name)
+
+    def probe(self, name, *args, **kw):
+        self.asked += 1
+        return self.docs.pop(0)
+
+    def __str__(self):
+        return "n1"
+
+
+def profile_with(tmp_path, criteria: str):
+    p = tmp_path / "p.yaml"
+    p.write_text(f"extends: local\ncriteria:\n{criteria}")
+    return profiles.load(str(p))
+
+
+def p2p(slowest: float) -> dict:
+    return {"gpus": 2, "unidirectional": {"0-1": slowest, "1-0": slowest + 10}, "bidirectional": {}}
+
+
+def test_p2p_is_measured_again_after_its_slowest_pair_misses(tmp_path):
+    from signoff.interconnect.run import p2p_doc
+    prof = profile_with(tmp_path, "  p2p_bandwidth: {min: 300, unit: GB/s, attempts: 3, source: 'test'}\n")
+    host = Recorded([p2p(250), p2p(310), p2p(999)], gpus=2)
+    got = p2p_doc(host, host.gpus, prof)
+    assert host.asked == 2 and got["attempts"] == [250, 310] and got["unidirectional"]["0-1"] == 310
+    host = Recorded([p2p(320)], gpus=2)
+    assert "attempts" not in p2p_doc(host, host.gpus, prof) and host.asked == 1
+
+
+def step(tflops: float, losses: list[float], equal: bool = True) -> dict:
+    return {"local_ranks": 2, "widths": [
+        {"ranks": n, "tflops_per_gpu": tflops, "losses": losses, "replicas_equal": equal}
+        for n in (1, 2)]}
+
+
+def test_training_step_retried_for_throughput_never_for_its_loss_or_replicas(tmp_path):
+    """The faster second attempt is judged for TFLOP/s, but the first attempt's non-finite loss
+    and unequal replicas stay: learning is not measured again into a pass."""
+    from signoff.training.run import train_doc
+    prof = profile_with(tmp_path, "  train_throughput: {min: 400, unit: TFLOP/s, attempts: 2, "
+                                  "source: 'test'}\n")
+    host = Recorded([step(380, [5.0, float("nan")], equal=False), step(430, [5.0, 1.0])], gpus=2)
+    got = train_doc(host, prof)
+    assert got["attempts"] == [380, 430] and got["spread_pct"] == round(100 * 50 / 430, 1)
+    w = got["widths"][0]
+    assert w["tflops_per_gpu"] == 430 and w["replicas_equal"] is False and w["losses"][1] != w["losses"][1]
+    assert retry.said(got, "TFLOP/s") == ", best of 2 attempts (380, 430 TFLOP/s; spread 11.6 %)"
+
+
+def test_host_link_retried_after_its_slowest_copy_misses(tmp_path):
+    from signoff.training.run import hostlink_doc
+    prof = profile_with(tmp_path, "  host_link_bandwidth: {min: 50, unit: GB/s, attempts: 2, "
+                                  "source: 'test'}\n")
+    link = [{"process_cpus": "0-15", "gpus": [{"index": 0, "h2d_pinned": v, "d2h_pinned": 55.2}]}
+            for v in (40.1, 45.3)]
+    host = Recorded(link, gpus=1)
+    got = hostlink_doc(host, prof)
+    assert host.asked == 2 and got["attempts"] == [40.1, 45.3] and got["gpus"][0]["h2d_pinned"] == 45.3
+
+
+def test_only_retried_criteria_take_attempts(tmp_path):
+    with pytest.raises(InputError, match=r"criteria.train_loss_falls.attempts: unknown key"):
+        profile_with(tmp_path, "  train_loss_falls: {max: 0.9, unit: x, attempts: 2, source: 'test'}\n")
+    assert retry.spread_pct([None, None]) is None and retry.said({"attempts": [None, 0]}, "GB/s") == \
+        ", best of 2 attempts (none, 0 GB/s)"

@@ -36,15 +36,13 @@ def best_of(doc: dict, again, t) -> dict:
     """The retry policy (signoff/retry.py) on the busbw at the judged size. Correctness is never
     retried into a pass: a size is correct only if it was in every attempt."""
     ref = parse_size(t.extra["size"])
-    tries = []
-
-    def one(d):
-        tries.append(d)
-        return d
-    best, figures = retry.best_of(one(doc), lambda: one(again()), lambda d: busbw_at(d, ref), t)
+    tries = retry.measured(doc, again, lambda d: busbw_at(d, ref), t)
+    if len(tries) == 1:
+        return doc
+    best, figures = retry.best(tries, lambda d: busbw_at(d, ref), t)
     wrong = {r["bytes"] for d in tries for r in d["rows"] if not r["correct"]}
-    best = {**best, "rows": [{**r, "correct": r["bytes"] not in wrong} for r in best["rows"]]}
-    return retry.kept(best, figures) if len(tries) > 1 else doc
+    return retry.kept({**best, "rows": [{**r, "correct": r["bytes"] not in wrong} for r in best["rows"]]},
+                      figures)
 
 
 def p2p_doc(host, gpus, profile) -> dict:

@@ -3,10 +3,12 @@ apply (as signoff/interconnect/run.py), and the step over 2, 4, ... all nodes at
 
 from __future__ import annotations
 
+from signoff import retry
 from signoff.check import class_guard, not_applicable
 from signoff.fleet import ProbeError
 from signoff.interconnect.run import collective_devices
 from signoff.training import section
+from signoff.training.judge import loss_ratio, slowest_link
 
 PROBE_TIMEOUT_S = 600
 
@@ -22,15 +24,45 @@ def nccl_env(profile) -> dict:
 
 
 def train_doc(host, profile) -> dict:
+    """The step at every width; after the 1-GPU step misses train_throughput, the step again
+    (retry policy), the fastest attempt judged. Loss and replicas are never retried into a
+    pass: each width keeps the worst loss curve and replicas equal only if equal in every attempt."""
     devices = collective_devices(host)
-    doc = host.cached_probe("train", *step_args(section(profile)), timeout=PROBE_TIMEOUT_S,
-                            env=nccl_env(profile))
-    if "error" in doc:
-        raise ProbeError(f"{host}: training probe failed: {doc['error']}")
-    if devices and doc["local_ranks"] != len(devices):
-        raise ProbeError(f"{host}: the training step ran on {doc['local_ranks']} of the {len(devices)} "
-                         f"GPUs NVML reports (CUDA_VISIBLE_DEVICES or a GPU torch cannot use)")
-    return doc
+
+    def step(probe) -> dict:
+        doc = probe("train", *step_args(section(profile)), timeout=PROBE_TIMEOUT_S, env=nccl_env(profile))
+        if "error" in doc:
+            raise ProbeError(f"{host}: training probe failed: {doc['error']}")
+        if devices and doc["local_ranks"] != len(devices):
+            raise ProbeError(f"{host}: the training step ran on {doc['local_ranks']} of the {len(devices)} "
+                             f"GPUs NVML reports (CUDA_VISIBLE_DEVICES or a GPU torch cannot use)")
+        return doc
+    doc = step(host.cached_probe)
+    t = profile.criteria.get("train_throughput")
+    if t is None:  # the check ERRORs on the missing threshold
+        return doc
+    tries = retry.measured(doc, lambda: step(host.probe), one_gpu_tflops, t)
+    if len(tries) == 1:
+        return doc
+    best, figures = retry.best(tries, one_gpu_tflops, t)
+    return retry.kept({**best, "widths": _merged(best, tries)}, figures)
+
+
+def one_gpu_tflops(doc: dict):
+    return doc["widths"][0]["tflops_per_gpu"] if doc.get("widths") else None
+
+
+def _merged(best: dict, tries: list[dict]) -> list[dict]:
+    """The best attempt's widths, each with the worst loss curve of that width over the
+    attempts (a non-finite one first) and replicas equal only where every attempt's were."""
+    out = []
+    for row in best["widths"]:
+        same = [r for d in tries for r in d["widths"] if r["ranks"] == row["ranks"]]
+        worst = max(same, key=lambda r: float("inf") if loss_ratio(r["losses"]) is None
+                    else loss_ratio(r["losses"]))
+        out.append({**row, "losses": worst["losses"],
+                    "replicas_equal": all(r["replicas_equal"] for r in same)})
+    return out
 
 
 def loader_doc(host, profile) -> dict:
@@ -45,14 +77,24 @@ def loader_doc(host, profile) -> dict:
     return doc
 
 
-def hostlink_doc(host) -> dict:
+def hostlink_doc(host, profile) -> dict:
+    """The host<->GPU copies; measured again after the slowest misses host_link_bandwidth."""
     if not host.gpus:
         not_applicable(f"{host} has no GPU: no host<->GPU link")
-    doc = host.cached_probe("hostlink", timeout=PROBE_TIMEOUT_S)
-    if "error" in doc or len(doc.get("gpus") or []) != len(host.gpus):
-        raise ProbeError(f"{host}: host-link probe measured {len(doc.get('gpus') or [])} of "
-                         f"{len(host.gpus)} GPUs ({doc.get('error') or 'CUDA sees fewer GPUs than NVML'})")
-    return doc
+
+    def copies(probe) -> dict:
+        doc = probe("hostlink", timeout=PROBE_TIMEOUT_S)
+        if "error" in doc or len(doc.get("gpus") or []) != len(host.gpus):
+            raise ProbeError(f"{host}: host-link probe measured {len(doc.get('gpus') or [])} of "
+                             f"{len(host.gpus)} GPUs "
+                             f"({doc.get('error') or 'CUDA sees fewer GPUs than NVML'})")
+        return doc
+    doc = copies(host.cached_probe)
+    t = profile.criteria.get("host_link_bandwidth")
+    if t is None:
+        return doc
+    return retry.kept(*retry.best_of(doc, lambda: copies(host.probe),
+                                     lambda d: slowest_link(d["gpus"])[0], t))
 
 
 # Each measurement's family (phases run one after another, never beside each other on a host:
@@ -64,7 +106,7 @@ MEASURES = {
     "loader": ("training loader", ("test_train_input_headroom",),
                lambda v, prof: class_guard(prof, [v]) or loader_doc(v, prof)),
     "hostlink": ("training hostlink", ("test_host_link_bandwidth",),
-                 lambda v, prof: class_guard(prof, [v]) or hostlink_doc(v)),
+                 lambda v, prof: class_guard(prof, [v]) or hostlink_doc(v, prof)),
 }
 
 
