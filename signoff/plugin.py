@@ -624,7 +624,7 @@ class Recorder:
         methods = hook.pytest_signoff_methodology(doc=doc, profile=prof)[::-1]
         prefix.extend([report.cover(doc["verdict"] or "INCOMPLETE", doc), report.HIDE_PYTEST,
                        report.summary_table(doc["results"]),
-                       report.notes_section(doc),
+                       report.notes_section(doc), report.retried_section(doc["results"]),
                        *(f"<div class='so-section'>{s}</div>" for s in sections if s),
                        report.methodology(doc, prof, methods),
                        report.inventory_section(doc)])

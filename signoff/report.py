@@ -336,6 +336,29 @@ def summary_table(records: list[dict]) -> str:
             + (problem_tables(records) or "<p>none</p>"))
 
 
+RETRIED_SHOWN = 50  # rows of the retried-figures table; the rest are in results.json
+
+
+def retried_section(records: list[dict]) -> str:
+    """Every figure the retry policy measured again (signoff/retry.py): each attempt, the
+    spread, the judged (best) figure and the status; the widest spreads first."""
+    recs = sorted((r for r in records if (r.get("details") or {}).get("attempts")),
+                  key=lambda r: -(r["details"].get("spread_pct") or 0))
+    if not recs:
+        return ""
+    rows = "".join(f"<tr class='{status_class(r['status'])}'><td>{escape(r['criterion'])}</td>"
+                   f"<td>{escape(r['host'])}</td><td>{r['status']}</td>"
+                   f"<td>{escape(', '.join(_fmt(v) for v in r['details']['attempts']))}</td>"
+                   f"<td>{_fmt(r['details'].get('spread_pct'))} %</td>"
+                   f"<td>{escape(_fmt(r.get('measured')))} {escape(r.get('unit') or '')}</td></tr>"
+                   for r in recs[:RETRIED_SHOWN])
+    more = f"<p>{len(recs) - RETRIED_SHOWN} more in results.json</p>" if len(recs) > RETRIED_SHOWN else ""
+    return (f"<h2>Measured again ({len(recs)} figures)</h2><p>These missed their threshold at the first "
+            f"attempt and were measured again (the retry policy, see the Methodology); the best "
+            f"attempt is judged.</p><table class='so-table'><tr><th>criterion</th><th>host</th><th></th>"
+            f"<th>attempts</th><th>spread</th><th>judged</th></tr>{rows}</table>{more}")
+
+
 def profile_block(profile) -> str:
     if profile is None:
         return "<h2>Profile</h2><p>not resolved</p>"

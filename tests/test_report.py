@@ -263,3 +263,15 @@ def test_a_hosts_leftovers_are_one_line_keeping_every_path():
     html = report.notes_section({"leftovers": {"n1": stale, "n2": stale[:1]}, "left_behind": {}, "hosts": {}})
     assert html.count("<li") == 2 and all(p.split()[3] in html for p in stale)
     assert "leftover on n1 (40): probe temp dir /tmp/signoff.00 of a run that is gone; " in html
+
+
+def test_figures_measured_again_are_listed_with_every_attempt_widest_spread_first():
+    names, recs = cluster(120)
+    for i, r in enumerate(x for x in recs if x["criterion"] == "allreduce_busbw"):
+        if i < 60:  # 60 retried: the table keeps 50, says where the rest are
+            r["details"] = {"attempts": [90.0, 95.5, r["measured"]], "spread_pct": i / 10}
+    html = report.retried_section(recs)
+    rows = re.findall(r"<tr class='[^']*'><td>allreduce_busbw</td><td>([^<]+)</td>", html)
+    assert len(rows) == report.RETRIED_SHOWN and rows[0] == names[59] and "10 more in results.json" in html
+    assert "<h2>Measured again (60 figures)</h2>" in html and "<td>90, 95.5, 106</td><td>5.9 %</td>" in html
+    assert report.retried_section(cluster(3)[1]) == ""  # nothing measured again: no section
