@@ -15,7 +15,7 @@ from collections import Counter
 from html import escape
 from pathlib import Path
 
-from signoff import hostlist
+from signoff import families, hostlist, retry
 from signoff.results import ALL, STATUSES
 
 STYLE = """<style>
@@ -418,31 +418,34 @@ STATUS_MEANING = {
 }
 
 
-def methodology(doc: dict, profile, families: list) -> str:
+def methodology(doc: dict, profile, methods: list) -> str:
     """How each family measured (its own methodology hook), units, what each status means,
     and every threshold's source as a citation."""
     sysinfo = {"check": "GPU model, count, health, versions", "tool": "NVML (nvidia-ml-py), torch, sysfs",
                "how": "read once on every host when the run starts, before any load (the sysinfo "
                       "probe); versions compared across hosts"}
     rows = "".join(f"<tr><th>{escape(m['check'])}</th><td>{escape(m['tool'])}</td>"
-                   f"<td>{escape(m['how'])}</td></tr>" for fam in [[sysinfo], *families] for m in fam)
+                   f"<td>{escape(m['how'])}</td></tr>" for fam in [[sysinfo], *methods] for m in fam)
     statuses = "".join(f"<li><b>{s}</b>: {escape(t)}</li>" for s, t in STATUS_MEANING.items())
     sources = ""
     if profile is not None:
+        known = families.criteria()
         sources = "".join(f"<tr><td>{escape(t.criterion)}</td><td>{escape(t.expected)}</td>"
-                          f"<td>{escape(t.source)}</td></tr>" for t in profile.criteria.values())
+                          f"<td>{retry.count(t) if known.get(t.criterion, {}).get('retry') else 'never'}"
+                          f"</td><td>{escape(t.source)}</td></tr>" for t in profile.criteria.values())
         sources = (f"<h3>Threshold sources (profile {escape(profile.name)}, "
                    f"{escape(shown_path(profile.path))})</h3><table class='so-table'><tr><th>criterion"
-                   f"</th><th>threshold</th><th>source</th></tr>{sources}</table>")
+                   f"</th><th>threshold</th><th>attempts</th><th>source</th></tr>{sources}</table>")
     return ("<div class='so-methodology'><h2>Methodology</h2>"
             "<p>Units: GB = 10<sup>9</sup> bytes, GB/s = 10<sup>9</sup> B/s, Gb/s = 10<sup>9</sup> "
             "bit/s; message and block sizes in binary units (1M = 2<sup>20</sup> B). Every host is "
             "measured at once per family, one family after the other (storage reads and the soak "
-            "alone on the hosts). Retry policy: a bandwidth figure that misses its threshold may be "
-            "measured again, a bounded number of times (the profile's <code>attempts</code>), where "
-            "its row below says so; every attempt is kept and shown with its spread, the best is "
-            "judged, and a FAIL says how many attempts it had. Correctness, health, temperatures "
-            "and versions are never measured again.</p>"
+            "alone on the hosts). Retry policy: a bandwidth or throughput figure that misses its "
+            "threshold at the first attempt is measured again, up to the threshold's attempts in all "
+            "(the profile's <code>attempts</code>, default 3: the attempts column below); every "
+            "attempt is kept and shown with its spread (Measured again), the best is judged, and a "
+            "FAIL says how many attempts it had. Correctness, health, temperatures and versions are "
+            "never measured again, nor is a probe that failed.</p>"
             f"<table class='so-table'><tr><th>check</th><th>tool</th><th>method</th></tr>{rows}</table>"
             f"<h3>What the statuses mean</h3><ul>{statuses}</ul>{sources}</div>")
 

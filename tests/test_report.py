@@ -275,3 +275,11 @@ def test_figures_measured_again_are_listed_with_every_attempt_widest_spread_firs
     assert len(rows) == report.RETRIED_SHOWN and rows[0] == names[59] and "10 more in results.json" in html
     assert "<h2>Measured again (60 figures)</h2>" in html and "<td>90, 95.5, 106</td><td>5.9 %</td>" in html
     assert report.retried_section(cluster(3)[1]) == ""  # nothing measured again: no section
+
+
+def test_methodology_states_each_thresholds_attempts():
+    from signoff import profiles
+    html = report.methodology({"results": []}, profiles.load("h200-8x-nvlink"), [])
+    rows = dict(re.findall(r"<tr><td>(\w+)</td><td>[^<]*</td><td>(\w+)</td>", html))
+    assert rows["allreduce_busbw"] == rows["train_throughput"] == rows["host_link_bandwidth"] == "3"
+    assert rows["nvidia_driver_version"] == "never" and rows["soak_gpu_temp"] == "never", rows
