@@ -105,6 +105,7 @@ def test_shaped_link_fails_that_pair_after_its_attempts_and_bisection_names_the_
     assert "lab3-&gt;lab1" in html and "slow host lab3" in html
     assert "% of line rate" in html
     assert "Bisection (2-host all-reduce per ring pair): slow <b>lab3</b>" in html
+    assert "measured again after the first pass, in disjoint rounds, up to 2 attempts in all" in html
 
 
 def test_baseline_names_the_pair_shaped_since_as_regressed(lab, tmp_path):
