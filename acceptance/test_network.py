@@ -2,6 +2,7 @@
 
 import pytest
 
+from signoff import retry
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.network import judge as net
@@ -48,16 +49,15 @@ def test_net_pair_bandwidth(pair, pairs, network, profile, check):
         raise ProbeError(f"profile {t.profile}: criteria.net_pair_bandwidth.unit {t.unit!r}: "
                          f"expected 'x line rate' or 'Gb/s'")
     try:
-        res = network.pair(*pair, pairs, t.extra.get("streams", 4),
-                           t.extra.get("duration", net.PAIR_DURATION_S),
-                           t.extra.get("tool", "auto"))
+        res = network.pair(*pair, pairs, t)  # measured again after a miss: the retry policy
     except ProbeError as exc:
         check.record(None, t.expected, t.unit, t.source, details={"stderr": exc.stderr} if exc.stderr else {})
         raise
-    how = f"{res['gbps']:g} Gb/s ({res['tool']}, {res['streams']} streams)"
+    said = retry.said(res, t.unit)  # ', best of 2 attempts (...)' after a miss
+    how = f"{res['gbps']:g} Gb/s ({res['tool']}, {res['streams']} streams{said})"
     cause = "a slow link, NIC, cable or switch port on this path"
     if t.unit == "Gb/s":  # a fabric without a real line rate (e.g. veth's nominal speed): no fraction
-        check.expect(res["gbps"], t, f"{res['tool']} throughput ({res['streams']} streams)",
+        check.expect(res["gbps"], t, f"{res['tool']} throughput ({res['streams']} streams{said})",
                      cause=cause, details={**res, "fraction": None})
         return
     line = res["line_rate_gbps"]
@@ -86,28 +86,37 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig):
     if profile.hardware.get("nvls") is False:
         env["NCCL_NVLS_ENABLE"] = "0"
     timeout = pytestconfig.getoption("collective_timeout")
-    res = network.allreduce(names, lo, hi, env, timeout)
-    if not res["ok"]:
-        check.record(None, t.expected, t.unit, t.source,
-                     details={k: res[k] for k in ("started", "states", "culprits", "not_run")})
-        if not res["started"]:  # a host known dead: nothing launched, nobody else blamed
-            raise ProbeError("multi-node all-reduce not started; caused by "
-                             f"{', '.join(res['culprits'])}: "
-                             + "; ".join(f"{h}: {res['states'][h]}" for h in res["culprits"])
-                             + (f"; not run because of {'it' if len(res['culprits']) == 1 else 'them'}: "
-                                f"{', '.join(res['not_run'])}" if res["not_run"] else ""))
-        raise ProbeError("multi-node all-reduce failed; caused by "
-                         f"{', '.join(res['culprits']) or 'unknown'}: "
-                         + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))
+
+    def run(again=False) -> dict:
+        """One all-reduce over every host; a failed one (a host, not noise) ERRORs, never retried."""
+        res = network.allreduce(names, lo, hi, env, timeout, again)
+        if not res["ok"]:
+            check.record(None, t.expected, t.unit, t.source,
+                         details={k: res[k] for k in ("started", "states", "culprits", "not_run")})
+            if not res["started"]:  # a host known dead: nothing launched, nobody else blamed
+                raise ProbeError("multi-node all-reduce not started; caused by "
+                                 f"{', '.join(res['culprits'])}: "
+                                 + "; ".join(f"{h}: {res['states'][h]}" for h in res["culprits"])
+                                 + (f"; not run because of {'it' if len(res['culprits']) == 1 else 'them'}"
+                                    f": {', '.join(res['not_run'])}" if res["not_run"] else ""))
+            raise ProbeError("multi-node all-reduce failed; caused by "
+                             f"{', '.join(res['culprits']) or 'unknown'}: "
+                             + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))
+        return res
+
+    def busbw(res):
+        return next(r for r in res["doc"]["rows"] if r["bytes"] == parse_size(t.extra["size"]))["busbw"]
+    # the retry policy: after a miss, the all-reduce again (up to attempts); bisected only after
+    res = retry.kept(*retry.best_of(run(), lambda: run(again=True), busbw, t))
     doc = res["doc"]
-    row = next(r for r in doc["rows"] if r["bytes"] == parse_size(t.extra["size"]))
     cause, found = "", {}
-    if not t.ok(row["busbw"]):
+    if not t.ok(busbw(res)):
         found = network.bisect(names, t, env, timeout)
         cause = net.describe_bisection(found)
-    check.expect(row["busbw"], t, f"{len(names)}-host all-reduce busbw at {t.extra['size']} "
-                 f"({doc['world_size']} ranks, {doc['backend']})", cause=cause,
-                 details={"rows": doc["rows"], "bisection": found, "launched": res.get("launched", "ssh")})
+    check.expect(busbw(res), t, f"{len(names)}-host all-reduce busbw at {t.extra['size']} "
+                 f"({doc['world_size']} ranks, {doc['backend']}{retry.said(res, t.unit)})", cause=cause,
+                 details={"rows": doc["rows"], "bisection": found, "launched": res.get("launched", "ssh"),
+                          "attempts": res.get("attempts"), "spread_pct": res.get("spread_pct")})
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import socket
 import sys
 import tempfile
@@ -253,6 +254,7 @@ def main():
     doc["elapsed_s"] = round(time.time() - t0, 2)
     if args.backend == "nccl":
         doc["transports"], doc["nccl_log"] = nccl_transports(logdir)
+    shutil.rmtree(logdir, ignore_errors=True)  # run by hand, nothing is left in the cwd
     print(json.dumps(doc))
     return 1 if "error" in doc else 0
 

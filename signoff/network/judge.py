@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from signoff import retry
 from signoff.fleet import ProbeError, last_document, parse_probe_output
 from signoff.transport import HostUnreachable
 
@@ -65,6 +66,39 @@ def rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
             busy.append(set(p))
     return out
 
+
+
+def pair_figure(res: dict, unit: str):
+    """The figure net_pair_bandwidth judges: Gb/s, or the share of line rate."""
+    return res["gbps"] if unit == "Gb/s" else res["fraction"]
+
+
+class _Unmeasured(Exception):
+    """A replayed best_of asked for an attempt not measured yet."""
+
+
+def judged(tries: list, t):
+    """The retry policy (retry.best_of) replayed over a pair's attempts so far: the judged result,
+    every attempt's figure kept; None while it wants another attempt. An error ends the pair's
+    attempts and is its result: a host or tool that broke is not noise."""
+    if isinstance(tries[-1], Exception):
+        return tries[-1]
+    later = iter(tries[1:])
+
+    def again():
+        nxt = next(later, None)
+        if nxt is None:
+            raise _Unmeasured
+        return nxt
+    try:
+        return retry.kept(*retry.best_of(tries[0], again, lambda r: pair_figure(r, t.unit), t))
+    except _Unmeasured:
+        return None
+
+
+def again_rounds(tries: dict, t) -> list[list[tuple[str, str]]]:
+    """The pairs to measure again, in disjoint rounds (a host in one pair at a time)."""
+    return rounds([p for p, docs in tries.items() if judged(docs, t) is None])
 
 
 def pair_id(a: str, b: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
+from signoff import retry
 from signoff.figures import img, plt, png
 from signoff.report import MATRIX_MAX_HOSTS, WORST, status_class
 
@@ -88,9 +89,13 @@ def pair_figure(pairs: list[dict], pct: bool) -> str:
     return png(fig)
 
 
-def methodology(doc: dict) -> list[dict]:
+def methodology(doc: dict, profile) -> list[dict]:
     pair = next((r["details"] for r in doc["results"]
                  if r["criterion"] == "net_pair_bandwidth" and r.get("details")), {})
+
+    def attempts(name):
+        t = profile.criteria.get(name) if profile else None
+        return retry.count(t) if t else retry.ATTEMPTS
     return [{"check": "nic_link, nic_rate", "tool": "sysfs (/sys/class/net, /sys/class/infiniband)",
              "how": "every port's state and rate as the kernel reports it"},
             {"check": "net_pair_bandwidth",
@@ -99,7 +104,11 @@ def methodology(doc: dict) -> list[dict]:
              "how": f"sender -> receiver over the data interface, {pair.get('streams') or 'the profile`s'} "
                     f"parallel streams for {pair.get('duration') or '(profile)'} s; pairs: a ring "
                     f"(each host to the next) or all pairs in rounds, each host in one pair at a time; "
-                    f"judged in Gb/s (1e9 bit/s) or as a share of the slower NIC's line rate"},
+                    f"judged in Gb/s (1e9 bit/s) or as a share of the slower NIC's line rate; a pair "
+                    f"that misses is measured again after the first pass, in disjoint rounds, up to "
+                    f"{attempts('net_pair_bandwidth')} attempts in all, the best judged"},
             {"check": "multinode_allreduce", "tool": "torch.distributed across hosts (NCCL, gloo on CPU)",
              "how": "one rank per GPU on every host, the all-reduce sweep as above; a low busbw is "
-                    "bisected by 2-host all-reduces per ring pair to name the slow host or link"}]
+                    f"run again up to {attempts('multinode_allreduce_busbw')} attempts in all, the best "
+                    "judged; still low, it is bisected by 2-host all-reduces per ring pair to name the "
+                    "slow host or link"}]

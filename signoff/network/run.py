@@ -7,8 +7,11 @@ from concurrent.futures import FIRST_COMPLETED, wait
 
 from signoff.fleet import Fleet, HostSession, ProbeError, threads
 from signoff.network.judge import (
+    PAIR_DURATION_S,
+    again_rounds,
     data_address,
     data_port,
+    judged,
     pair_id,
     rdma_port,
     ring_pairs,
@@ -68,15 +71,22 @@ class Network:
         return "iperf3" if want == "auto" and all(t["iperf3"] for t in have.values()) else "builtin"
 
     # --- host pairs ---------------------------------------------------------------
-    def pair(self, a: str, b: str, pairs: list, streams: int, duration: int, tool: str) -> dict:
+    def pair(self, a: str, b: str, pairs: list, t) -> dict:
+        """Pair (a, b)'s judged result by threshold `t`: every pair once, then (retry policy) the
+        pairs that missed again, up to t's attempts in all, each pass in disjoint rounds."""
         if self._pairs is None:
-            self._pairs = {}
+            args = (t.extra.get("streams", 4), t.extra.get("duration", PAIR_DURATION_S),
+                    t.extra.get("tool", "auto"))
+            tries: dict = {p: [] for p in pairs}
             self.fleet.settle()  # no per-host measurement still running beside the pairs
-            for rnd in rounds(pairs):
-                with threads(len(rnd)) as pool:
-                    done = pool.map(lambda p: self._measure(*p, streams, duration, tool), rnd)
-                    for p, res in zip(rnd, done):
-                        self._pairs[p] = res
+            todo = rounds(pairs)
+            while todo:
+                for rnd in todo:
+                    with threads(len(rnd)) as pool:
+                        for p, res in zip(rnd, pool.map(lambda p: self._measure(*p, *args), rnd)):
+                            tries[p].append(res)
+                todo = again_rounds(tries, t)
+            self._pairs = {p: judged(docs, t) for p, docs in tries.items()}
         res = self._pairs[(a, b)]
         if isinstance(res, Exception):
             raise res
@@ -130,15 +140,19 @@ class Network:
                     out[name] = exc
         return out
 
-    def allreduce(self, names: list[str], lo: str, hi: str, env: dict, timeout: int) -> dict:
-        """All hosts at once, rendezvous on the first; a failure kills every host's ranks."""
-        return self.collective(names, "allreduce", ["--min-bytes", lo, "--max-bytes", hi], env, timeout)
+    def allreduce(self, names: list[str], lo: str, hi: str, env: dict, timeout: int,
+                  again: bool = False) -> dict:
+        """All hosts at once, rendezvous on the first; a failure kills every host's ranks.
+        again: run it anew (the retry policy), not the cached result."""
+        return self.collective(names, "allreduce", ["--min-bytes", lo, "--max-bytes", hi], env, timeout,
+                               again)
 
-    def collective(self, names: list[str], probe: str, args: list[str], env: dict, timeout: int) -> dict:
+    def collective(self, names: list[str], probe: str, args: list[str], env: dict, timeout: int,
+                   again: bool = False) -> dict:
         """Probe `probe` (with probe_allreduce's rendezvous arguments: --nnodes, --node-rank,
         --master-addr, --master-port, --timeout, --nprocs) on every host at once, as allreduce()."""
         key = (tuple(names), probe, tuple(args))
-        if key in self._collective:
+        if key in self._collective and not again:
             return self._collective[key]
         dead = self.dead(names)
         if dead:  # never started without them: the others are not run, not blamed
