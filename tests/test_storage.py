@@ -489,3 +489,4 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
     assert marked(data) == []
     html = (tmp_path / "report" / "report.html").read_text()
     assert "sequential read" in html and "Linux AIO, 2 processes" in html
+    assert "read again, up to its attempts (seq 2, small 2, aggregate 2 in all)" in html
