@@ -210,6 +210,31 @@ def test_a_read_that_misses_is_read_again_and_one_that_passes_or_is_no_figure_is
     assert marked(path) == [] and marked(d["ram"]) == []
 
 
+def test_hosts_on_their_own_disks_that_miss_read_again_at_once(env, tmp_path):
+    """Own disks (retry policy, attempts: 2): the hosts that missed read again together, as
+    their first read, each FAIL with both attempts."""
+    lab, d = env
+    own = {h: d["shared"] / f"again-{h}" for h in ("lab1", "lab2", "lab3")}
+    for p in own.values():
+        p.mkdir()
+    prof = tmp_path / "again.yaml"
+    prof.write_text(
+        "extends: local\ncriteria:\n"
+        "  storage_read_seq: {min: 10000, unit: GB/s, source: 'test: beyond any disk', attempts: 2, "
+        "size: 64M, jobs: 2, iodepth: 4, runtime: 1}\n")
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
+                              overrides={h: {"storage_path": str(p)} for h, p in own.items()})
+    rc, res, out = accept(tmp_path, "-k", "storage_read_seq", "--inventory", str(inv), "--profile",
+                          str(prof))
+    for h in own:
+        x = by_key(res)[("storage_read_seq", h)]
+        assert x["status"] == "FAIL" and len(x["details"]["attempts"]) == 2, x
+        assert ", best of 2 attempts (" in x["message"], x
+        assert x["details"]["read"].startswith("at once with the 2 other host(s) on their own disks")
+        assert x["details"]["read"].endswith("; after a miss again, at once with the others that missed")
+    assert all(marked(p) == [] for p in own.values())
+
+
 def test_bad_path_read_only_mount_and_full_filesystem_are_refused(env, tmp_path):
     lab, d = env
     before = snapshot(d["data"])
