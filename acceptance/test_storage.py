@@ -4,6 +4,7 @@ removed at the end, also after a failure or Ctrl-C; --storage-readonly writes no
 
 import pytest
 
+from signoff import retry
 from signoff.check import not_applicable
 from signoff.figures import html_table
 from signoff.fleet import ProbeError
@@ -42,7 +43,7 @@ def judge(host, doc, t, what, check, attach):
         check.record(gbps, t.expected, t.unit, t.source, storage.details(doc))
         raise ProbeError(f"{host}: {what} of {doc['path']} = {gbps} GB/s is not a storage "
                          f"figure: the page cache could not be bypassed ({doc['cache']['note']})")
-    check.expect(gbps, t, f"{what} of {doc['path']} ({how})",
+    check.expect(gbps, t, f"{what} of {doc['path']} ({how}{retry.said(doc, 'GB/s')})",
                  cause=storage.cause(doc, doc["workload"]), details=storage.details(doc))
 
 
@@ -76,9 +77,7 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
                          + "; ".join(str(e) for e in got["errors"].values()))
     docs = got["docs"]
     ov = got["overlap"]
-    gpus = sum(len(f["nvidia"].get("gpus", [])) for f in facts.values()
-               if isinstance(f, dict) and f.get("nvidia", {}).get("available"))
-    limit = storage.scaled(t, len(docs), gpus)
+    limit = store.limit()
     measured = round(ov["aggregate"], 3)
     shares = {n: round(v, 3) for n, v in sorted(ov["per_host"].items(), key=lambda kv: kv[1])}
     d0 = next(iter(docs.values()))
@@ -88,7 +87,8 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
             "per_host": {n: {**storage.details(d), "gbps": d["gbps"], "spans": ov["spans"][n]}
                          for n, d in docs.items()},
             # which hosts the seq / small checks read alone, which at once, and why
-            "alone_reads": store.plans()}
+            "alone_reads": store.plans(),
+            "attempts": got.get("attempts"), "spread_pct": got.get("spread_pct")}
     attach("html", html_table({
         "aggregate": f"{measured} GB/s over {ov['seconds']:.2f} s with {len(docs)} hosts reading",
         "per host (GB/s in the window)": shares, "measured with": storage.describe(d0),
@@ -108,10 +108,9 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
                          f"cache could not be bypassed on {', '.join(cached)}")
     n = f"{len(docs)} host{'s' if len(docs) > 1 else ''}"
     what = f"aggregate read of {n} at once over {ov['seconds']:.1f} s of {d0['path']} " \
-           f"({storage.describe(d0)})"
+           f"({storage.describe(d0)}{retry.said(got, limit.unit)})"
     node_min = storage.knobs(t)["node_min"]
-    starved = [f"{h} read {v:g}" for h, v in shares.items()
-               if node_min is not None and v < node_min]
+    starved = storage.starved(shares, node_min)
     per_host = f" and every host >= {node_min:g} {limit.unit}" if node_min is not None else ""
     check.record(measured, limit.expected + per_host, limit.unit, limit.source, info)
     if starved or not limit.ok(measured):

@@ -172,6 +172,69 @@ def test_hosts_on_their_own_disks_read_at_once(env, tmp_path):
     assert all(marked(p) == [] for p in own.values())
 
 
+def test_a_read_that_misses_is_read_again_and_one_that_passes_or_is_no_figure_is_not(env, tmp_path):
+    """Retry policy (attempts: 2): lab1 and lab2 share a path, so each reads alone and, missing
+    a sequential threshold beyond any disk, again right away: FAIL, best of 2 attempts with both
+    figures; their small-file read passes, measured once. lab3's RAM path is no storage figure:
+    an ERROR, never read again, and so is the aggregate it spoils."""
+    lab, d = env
+    path = d["shared"] / "retry"
+    path.mkdir()
+    prof = tmp_path / "retry.yaml"
+    prof.write_text(
+        "extends: local\ncriteria:\n"
+        "  storage_read_seq: {min: 10000, unit: GB/s, source: 'test: beyond any disk', attempts: 2, "
+        "size: 64M, jobs: 2, iodepth: 4, runtime: 1}\n"
+        "  storage_read_small: {min: 0.01, unit: GB/s, source: test, attempts: 2, files: 256, "
+        "file_size: 64K, jobs: 2, runtime: 1}\n"
+        "  storage_read_aggregate: {min: 10000, unit: GB/s, source: test, attempts: 2, runtime: 1}\n")
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
+        "lab1": {"storage_path": str(path)}, "lab2": {"storage_path": str(path)},
+        "lab3": {"storage_path": str(d["ram"])}})
+    rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", str(prof))
+    assert rc == 1, out
+    r = by_key(res)
+    for h in ("lab1", "lab2"):
+        seq, small = r[("storage_read_seq", h)], r[("storage_read_small", h)]
+        tries = seq["details"]["attempts"]
+        assert seq["status"] == "FAIL" and len(tries) == 2 and seq["measured"] == max(tries), seq
+        assert f", best of 2 attempts ({tries[0]:g}, {tries[1]:g} GB/s; spread " \
+               f"{seq['details']['spread_pct']:g} %)) = {seq['measured']} GB/s" in seq["message"], seq
+        assert seq["details"]["read"].startswith("alone, one host after another"), seq
+        assert small["status"] == "PASS" and small["details"]["attempts"] is None, small
+        assert "best of" not in small["message"], small
+    for c in ("storage_read_seq", "storage_read_small", "storage_read_aggregate"):
+        x = r[(c, "lab3" if c != "storage_read_aggregate" else "all hosts")]
+        assert x["status"] == "ERROR" and "the page cache could not be bypassed" in x["message"], x
+        assert x["details"]["attempts"] is None and "best of" not in x["message"], x
+    assert marked(path) == [] and marked(d["ram"]) == []
+
+
+def test_hosts_on_their_own_disks_that_miss_read_again_at_once(env, tmp_path):
+    """Own disks (retry policy, attempts: 2): the hosts that missed read again together, as
+    their first read, each FAIL with both attempts."""
+    lab, d = env
+    own = {h: d["shared"] / f"again-{h}" for h in ("lab1", "lab2", "lab3")}
+    for p in own.values():
+        p.mkdir()
+    prof = tmp_path / "again.yaml"
+    prof.write_text(
+        "extends: local\ncriteria:\n"
+        "  storage_read_seq: {min: 10000, unit: GB/s, source: 'test: beyond any disk', attempts: 2, "
+        "size: 64M, jobs: 2, iodepth: 4, runtime: 1}\n")
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
+                              overrides={h: {"storage_path": str(p)} for h, p in own.items()})
+    rc, res, out = accept(tmp_path, "-k", "storage_read_seq", "--inventory", str(inv), "--profile",
+                          str(prof))
+    for h in own:
+        x = by_key(res)[("storage_read_seq", h)]
+        assert x["status"] == "FAIL" and len(x["details"]["attempts"]) == 2, x
+        assert ", best of 2 attempts (" in x["message"], x
+        assert x["details"]["read"].startswith("at once with the 2 other host(s) on their own disks")
+        assert x["details"]["read"].endswith("; after a miss again, at once with the others that missed")
+    assert all(marked(p) == [] for p in own.values())
+
+
 def test_bad_path_read_only_mount_and_full_filesystem_are_refused(env, tmp_path):
     lab, d = env
     before = snapshot(d["data"])

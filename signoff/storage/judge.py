@@ -103,6 +103,27 @@ def overlap(per_host: dict[str, list[list[float]]]) -> dict:
 
 
 
+def alone_gbps(doc) -> float | None:
+    """A host's alone read as judged (GB/s), None where it is no storage figure (an error, the
+    page cache not bypassed): such a read is not noise, never read again."""
+    return round(doc["gbps"], 3) if isinstance(doc, dict) and doc["cache"]["defeated"] else None
+
+
+def aggregate_gbps(got: dict) -> float | None:
+    """The aggregate of one read of every host at once (GB/s), None where it is no figure: a
+    host's error, too little overlap, the page cache not bypassed (not noise: never read again)."""
+    ov = got.get("overlap")
+    if "errors" in got or not ov or ov["coverage"] < MIN_OVERLAP or \
+            not all(d["cache"]["defeated"] for d in got["docs"].values()):
+        return None
+    return round(ov["aggregate"], 3)
+
+
+def starved(shares: dict[str, float], node_min) -> list[str]:
+    """'lab1 read 0.2' for each host whose share of the aggregate is below node_min (if set)."""
+    return [f"{h} read {v:g}" for h, v in shares.items() if node_min is not None and v < node_min]
+
+
 def scaled(t: Threshold, hosts: int, gpus: int) -> Threshold:
     """The aggregate minimum for this many hosts/GPUs (`per: node|gpu`), or as written."""
     per = knobs(t)["per"]
@@ -175,7 +196,7 @@ def aggregate_cause(shares: dict[str, float], doc: dict) -> str:
 def details(doc: dict) -> dict:
     keep = ("tool", "tool_version", "params", "bytes", "seconds", "files", "files_read",
             "files_per_s", "bytes_per_pass", "cache", "fallback", "path", "readonly", "fs",
-            "late_s", "leftovers", "t_start", "t_end", "read")
+            "late_s", "leftovers", "t_start", "t_end", "read", "attempts", "spread_pct")
     return {k: doc.get(k) for k in keep}
 
 

@@ -47,4 +47,4 @@ def pytest_signoff_report_sections(doc, profile):
 
 @pytest.hookimpl
 def pytest_signoff_methodology(doc, profile):
-    return report.methodology(doc)
+    return report.methodology(doc, profile)

@@ -3,6 +3,7 @@ threshold (a histogram above MATRIX_MAX_HOSTS hosts), and the aggregate read's t
 
 from __future__ import annotations
 
+from signoff import retry
 from signoff.figures import img, plt, png
 from signoff.report import MATRIX_MAX_HOSTS
 
@@ -76,10 +77,12 @@ def storage_section(records: list[dict], profile) -> str:
     return out
 
 
-def methodology(doc: dict) -> list[dict]:
+def methodology(doc: dict, profile) -> list[dict]:
     d = next((r["details"] for r in doc["results"]
               if r["criterion"] == "storage_read_seq" and r.get("details")), {})
     p = d.get("params") or {}
+    tries = {c.split("_")[-1]: retry.count(t) for c, t in (profile.criteria if profile else {}).items()
+             if c.startswith("storage_")}  # the retry policy's attempts: seq 3, small 3, aggregate 3
     how = (f"bs {p.get('bs')} B, iodepth {p.get('iodepth')}, {p.get('numjobs')} jobs, "
            f"{'O_DIRECT' if p.get('direct') else 'buffered, page cache dropped'}, {p.get('runtime_s')} s "
            f"time-based" if p else "the profile's block size, depth, jobs and duration")
@@ -88,4 +91,8 @@ def methodology(doc: dict) -> list[dict]:
              "how": f"{how}; small files: many files of the profile's size, each opened and read whole; "
                     f"GB/s = 1e9 B/s; a shared "
                     f"filesystem's hosts read alone on a sample, then every host at once for the "
-                    f"aggregate, summed over the window in which all of them were reading"}]
+                    f"aggregate, summed over the window in which all of them were reading; a read "
+                    f"(or the aggregate) that misses its threshold is read again, up to its attempts "
+                    f"({', '.join(f'{w} {n}' for w, n in tries.items()) or retry.ATTEMPTS} in all), "
+                    f"the best judged; one with an error, through the page cache or with too "
+                    f"little overlap never"}]
