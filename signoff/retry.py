@@ -33,9 +33,15 @@ def measured(first, again, figure, t) -> list:
     """`first`, then `again()` while the last attempt's `figure(doc)` misses threshold `t` and
     attempts remain (an unmeasurable figure counts as a miss): every attempt's document."""
     tries = [first]
-    while len(tries) < count(t) and not _ok(t, figure(tries[-1])):
+    while wants_more(tries, figure, t):
         tries.append(again())
     return tries
+
+
+def wants_more(tries: list, figure, t) -> bool:
+    """Whether these attempts call for another: the last missed and attempts remain. For a
+    family that measures many hosts' or pairs' next attempts together, round by round."""
+    return len(tries) < count(t) and not _ok(t, figure(tries[-1]))
 
 
 def best(tries: list, figure, t):

@@ -73,27 +73,16 @@ def pair_figure(res: dict, unit: str):
     return res["gbps"] if unit == "Gb/s" else res["fraction"]
 
 
-class _Unmeasured(Exception):
-    """A replayed best_of asked for an attempt not measured yet."""
-
-
 def judged(tries: list, t):
-    """The retry policy (retry.best_of) replayed over a pair's attempts so far: the judged result,
-    every attempt's figure kept; None while it wants another attempt. An error ends the pair's
-    attempts and is its result: a host or tool that broke is not noise."""
+    """The retry policy over a pair's attempts so far: the judged result (every attempt's figure
+    kept), or None while it wants another attempt. An error ends the pair's attempts and is its
+    result: a host or tool that broke is not noise."""
     if isinstance(tries[-1], Exception):
         return tries[-1]
-    later = iter(tries[1:])
-
-    def again():
-        nxt = next(later, None)
-        if nxt is None:
-            raise _Unmeasured
-        return nxt
-    try:
-        return retry.kept(*retry.best_of(tries[0], again, lambda r: pair_figure(r, t.unit), t))
-    except _Unmeasured:
+    figure = lambda r: pair_figure(r, t.unit)  # noqa: E731
+    if retry.wants_more(tries, figure, t):
         return None
+    return retry.kept(*retry.best(tries, figure, t))
 
 
 def again_rounds(tries: dict, t) -> list[list[tuple[str, str]]]:

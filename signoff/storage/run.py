@@ -247,7 +247,6 @@ class StorageRun:
                     got = self.read_all("seq", knobs(t)["runtime"])
                     if "docs" in got:
                         got["overlap"] = overlap({n: d["intervals"] for n, d in got["docs"].items()})
-                    tries.append(got)
                     return got
 
                 def passing(got):  # the aggregate where no host starved, else a miss
@@ -255,12 +254,12 @@ class StorageRun:
                     shares = {n: round(s, 3) for n, s in got["overlap"]["per_host"].items()} \
                         if v is not None else {}
                     return None if v is None or starved(shares, knobs(t)["node_min"]) else v
-                tries: list[dict] = []
                 first = once()
                 if aggregate_gbps(first) is None:  # an error, no overlap, cached: not noise
                     self._aggregate = first
                 else:
-                    best, _ = retry.best_of(first, once, passing, self.limit())
+                    tries = retry.measured(first, once, passing, self.limit())
+                    best, _ = retry.best(tries, passing, self.limit())
                     if passing(best) is None:  # every attempt starved a host
                         best = max(tries, key=lambda d: aggregate_gbps(d) or -1.0)
                     self._aggregate = retry.kept(best, [aggregate_gbps(d) for d in tries])
@@ -349,21 +348,11 @@ class StorageRun:
         t = self.profile.threshold(self._criterion(workload))
         tries = {n: [d] for n, d in first.items() if alone_gbps(d) is not None}
 
-        def replay(n):  # best_of over the reads so far: StopIteration when it asks for one more
-            later = iter(tries[n][1:])
-            return retry.best_of(tries[n][0], lambda: next(later), alone_gbps, t)
-
-        def more(n) -> bool:
-            try:
-                replay(n)
-            except StopIteration:
-                return True
-            return False
-        while again := [n for n in tries if more(n)]:
+        while again := [n for n in tries if retry.wants_more(tries[n], alone_gbps, t)]:
             got = read(again)
             for n in again:
                 tries[n].append(got[n])
-        return {**first, **{n: retry.kept(*replay(n)) for n in tries}}
+        return {**first, **{n: retry.kept(*retry.best(tries[n], alone_gbps, t)) for n in tries}}
 
     def plans(self) -> dict:
         """Which hosts each workload read alone, which at once, and why (those measured)."""
