@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every local run takes this machine's run lock: wait for another one (a concurrent test
 # process on a shared machine), never ERROR "in use by another signoff run".
 LOCK_WAIT = ("--lock-wait", "300")
+QUICK = str(ROOT / "tests/profiles/quick.yaml")  # one all-reduce size: for runs that test flags
 
 
 def run(*args, cwd=ROOT):
@@ -51,7 +52,7 @@ def test_no_options_runs_locally_without_ssh(tmp_path):
 
 def test_reports_go_to_a_timestamped_dir_by_default(tmp_path):
     before = set((ROOT / "reports").glob("2*"))
-    p = run("-k", "allreduce_correct", "--partial")
+    p = run("-k", "allreduce_correct", "--partial", "--profile", QUICK)
     new = set((ROOT / "reports").glob("2*")) - before
     try:
         assert p.returncode == 0, p.stdout
@@ -93,11 +94,11 @@ def test_bad_hostlist_is_one_message():
 
 
 def test_a_subset_is_not_a_sign_off(tmp_path):
-    p = run("-k", "allreduce_correct", "--report-dir", str(tmp_path))
+    p = run("-k", "allreduce_correct", "--report-dir", str(tmp_path), "--profile", QUICK)
     res = json.loads((tmp_path / "results.json").read_text())
     assert p.returncode == 1 and res["verdict"] == "INCOMPLETE"
     assert "deselected" in res["meta"]["partial"] and "not a sign-off" in p.stdout
-    p = run("-k", "allreduce_correct", "--partial", "--report-dir", str(tmp_path / "ok"))
+    p = run("-k", "allreduce_correct", "--partial", "--report-dir", str(tmp_path / "ok"), "--profile", QUICK)
     assert p.returncode == 0
     assert json.loads((tmp_path / "ok" / "results.json").read_text())["verdict"] == "PASS"
 

@@ -11,7 +11,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 
-from test_cli import ROOT, run
+from test_cli import QUICK, ROOT, run
 
 JUNIT = {"failure": "FAIL", "error": None, "skipped": "N.A."}  # error: ERROR or NOT RUN, by type
 
@@ -62,7 +62,7 @@ def test_results_junit_and_report_agree(tmp_path):
 
 
 def _judged(tmp_path, *args):
-    p = run("--report-dir", str(tmp_path), *args)
+    p = run("--report-dir", str(tmp_path), "--profile", QUICK, *args)  # the flags under test, not the sweep
     doc = json.loads((tmp_path / "results.json").read_text())
     junit, _ = junit_statuses(tmp_path / "junit.xml")
     return p, doc, junit
