@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-PROBE = Path(__file__).resolve().parent.parent / "signoff" / "probes" / "allreduce.py"
+PROBE = Path(__file__).resolve().parent.parent / "signoff" / "interconnect" / "probe_allreduce.py"
 
 
 def nccl_tests(binary, gpus, lo, hi, warmup, iters):

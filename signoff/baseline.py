@@ -81,7 +81,9 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
                 regressions.append({**x, "change_pct": round(100 * change, 1)})
                 continue
         if b["status"] == "PASS" and r["status"] in ("FAIL", "ERROR"):
-            regressions.append({**x, "was_status": b["status"]})
+            moved = {"was_expected": b.get("expected"), "expected": r.get("expected")} \
+                if b.get("expected") and r.get("expected") and b["expected"] != r["expected"] else {}
+            regressions.append({**x, "was_status": b["status"], **moved})
     now, then = _hosts(doc), _hosts(base)
     return {"name": name, "run": (base.get("meta") or {}).get("run"),
             "started": (base.get("meta") or {}).get("started"), "tolerance": tol["default"],

@@ -187,7 +187,9 @@ def cover(verdict: str, doc: dict) -> str:
 
 def regression_text(x: dict) -> str:
     if x.get("was_status"):
-        return f"{x['was_status']} before, {x['status']} now"
+        moved = (f" (the threshold changed: {x['was_expected']} then, {x['expected']} now)"
+                 if x.get("was_expected") else "")
+        return f"{x['was_status']} before, {x['status']} now{moved}"
     return (f"{_fmt(x['measured'])} {x.get('unit') or ''} vs {_fmt(x['baseline'])} before "
             f"({x['change_pct']:+.1f} %)")
 

@@ -30,7 +30,12 @@ def test_regressions_beyond_the_tolerance_in_the_threshold_direction():
     reg = {(x["criterion"], x["host"]): x for x in got["regressions"]}
     assert set(reg) == {("busbw", "a"), ("temp", "a"), ("ecc", "a")}  # b within 5 %, temp b better
     assert reg[("busbw", "a")]["change_pct"] == -6.0 and reg[("temp", "a")]["change_pct"] == 14.3
-    assert reg[("ecc", "a")]["was_status"] == "PASS"
+    assert reg[("ecc", "a")]["was_status"] == "PASS" and "was_expected" not in reg[("ecc", "a")]
+    from signoff.report import regression_text
+    assert regression_text(reg[("ecc", "a")]) == "PASS before, FAIL now"
+    raised = baseline.compare(doc(["a"], rec("busbw", "a", 94, ">= 100", "FAIL")),
+                              doc(["a"], rec("busbw", "a", 94, ">= 50")), 0.05, "r1")["regressions"][0]
+    assert regression_text(raised) == "PASS before, FAIL now (the threshold changed: >= 50 then, >= 100 now)"
     assert got["appeared"] == ["d"] and got["vanished"] == ["c"] and got["compared"] == 5
     assert [x["host"] for x in baseline.compare(after, before, 0.07, "r1")["regressions"]] == ["a", "a"]
 
