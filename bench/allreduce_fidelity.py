@@ -69,12 +69,14 @@ def main():
     table = []
     for size in sorted(ref):
         r, o, e = ref[size]["oop_busbw"], ours.get(size), eager.get(size)
-        row = {"bytes": size, "nccl_tests": r, "signoff": o, "ratio": round(o / r, 4) if o else None,
-               "eager": e, "eager_ratio": round(e / r, 4) if e else None}
+        # one GPU: busbw is 0 by definition, so no ratio
+        row = {"bytes": size, "nccl_tests": r, "signoff": o, "ratio": round(o / r, 4) if o and r else None,
+               "eager": e, "eager_ratio": round(e / r, 4) if e and r else None}
         table.append(row)
         label = re.sub(r"^(\d+)$", lambda m: human(int(m.group(1))), str(size))
-        eag = f"{e:.2f} | {row['eager_ratio']:.3f}" if e else "- | -"
-        print(f"| {label} | {r:.2f} | {o:.2f} | {row['ratio']:.3f} | {eag} |")
+        eag = f"{e:.2f} | {row['eager_ratio']:.3f}" if row["eager_ratio"] else "- | -"
+        ratio = f"{row['ratio']:.3f}" if row["ratio"] else "-"
+        print(f"| {label} | {r:.2f} | {o or 0:.2f} | {ratio} | {eag} |")
     if a.out:
         Path(a.out).write_text(json.dumps({"gpus": gpus, "nccl": doc.get("nccl"), "cmd": cmd,
                                            "rows": table, "nccl_tests_output": raw}, indent=1))
