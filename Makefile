@@ -41,10 +41,10 @@ accept: venv
 	$(PY) -m pytest acceptance/ --profile $(PROFILE) $(HOST_OPTS) $(ARGS)
 
 test: system $(VENV)/.installed-probe
-	# test files in parallel, 3 at once on 2 cores (2 kept them 157 % busy: much is waiting on SSH,
-	# sleeps and timeouts); one file's tests stay on one worker, so a module's lab is built once;
-	# the slowest files start first (tests/conftest.py SLOW_FIRST)
-	$(PY) -m pytest tests/ -q -n 3 --dist loadfile $(ARGS)
+	# test files in parallel, 2 at once (3 on 2 cores were no faster, and CPU-bound lab floors
+	# missed); one file's tests stay on one worker, so a module's lab is built once; the slowest
+	# files start first (tests/conftest.py SLOW_FIRST)
+	$(PY) -m pytest tests/ -q -n 2 --dist loadfile $(ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check signoff acceptance tests bench conftest.py

@@ -44,7 +44,7 @@ p2p)
 import json, sys
 runs = [json.load(open(f"{sys.argv[1]}/p2p-{i}.json")) for i in (1, 2, 3)]
 if any("unidirectional" not in r for r in runs):
-    sys.exit("no bandwidth matrix: " + "; ".join(str(r.get("error")) for r in runs))
+    sys.exit("no bandwidth matrix: " + "; ".join(r.get("error") or f"{r.get('gpus')} GPU(s)" for r in runs))
 pairs = sorted(runs[0]["unidirectional"])
 low = {p: min(r["unidirectional"][p] for r in runs) for p in pairs}
 for p in pairs:
