@@ -44,6 +44,9 @@ def test_x_line_rate_is_judged_on_the_fraction_not_the_gbps():
     assert again_rounds(miss, t("x line rate", 0.95)) == [[("a", "b")]]
     got = judged([run(90, 0.9), run(97, 0.97)], t("x line rate", 0.95))
     assert got["attempts"] == [0.9, 0.97] and got["gbps"] == 97
+    unknown = run(90)  # no line rate: no fraction to judge, not noise (the check ERRORs)
+    assert again_rounds({("a", "b"): [unknown]}, t("x line rate", 0.95)) == []
+    assert judged([unknown], t("x line rate", 0.95)) is unknown
 
 
 def test_an_error_is_never_measured_again_and_ends_a_pairs_attempts():
