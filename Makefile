@@ -42,9 +42,9 @@ accept: venv
 
 test: system $(VENV)/.installed-probe
 	# test files in parallel, 2 at once (3 on 2 cores were no faster, and CPU-bound lab floors
-	# missed); one file's tests stay on one worker, so a module's lab is built once; the slowest
-	# files start first (tests/conftest.py SLOW_FIRST; xdist would reorder them by test count)
-	$(PY) -m pytest tests/ -q -n 2 --dist loadfile --no-loadscope-reorder $(ARGS)
+	# missed; the slowest files first were no faster either: docs/measurements.md); one file's
+	# tests stay on one worker, so a module's lab is built once
+	$(PY) -m pytest tests/ -q -n 2 --dist loadfile $(ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check signoff acceptance tests bench conftest.py

@@ -20,17 +20,7 @@ def lab_required() -> bool:
         os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
-# The slowest files first (measured: `make test ARGS=--durations=60`, docs/measurements.md): under
-# xdist's --dist loadfile a file is one unit, and one long file started last is the run's tail
-# (the Makefile's --no-loadscope-reorder keeps this order: by default xdist sorts by test count).
-SLOW_FIRST = ("test_lab_acceptance", "test_network_lab", "test_slurm_lab", "test_storage_lab",
-              "test_cli", "test_interrupted_lab", "test_interconnect_lab", "test_training_lab",
-              "test_verdict_files", "test_local_lock", "test_hosts_lab")
-
-
 def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: file order kept within
     for item in items:
         why = lab_missing(item)
         if why and not lab_required() and item.get_closest_marker("lab"):

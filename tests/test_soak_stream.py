@@ -109,7 +109,7 @@ def test_local_stream_overrun_is_killed_and_keeps_only_the_tail():
 # ------------------------------------------------ runner, local host
 
 def test_samples_stream_to_the_host_file_and_results_json_gets_them_at_the_end(fake_probe, tmp_path):
-    fleet = Fleet(inventory.local_inventory())
+    fleet = Fleet(inventory.local_inventory(), lock_wait=300)  # beside other local runs
     res = Results(tmp_path / "results.json", {})
     start = (tmp_path / "results.json").read_text()
     runner = SoakRunner(fleet, plan(3, 0.15), tmp_path, res)
@@ -142,7 +142,7 @@ def test_samples_stream_to_the_host_file_and_results_json_gets_them_at_the_end(f
 
 
 def test_a_killed_soak_is_rebuilt_from_the_host_files(fake_probe, tmp_path):
-    fleet = Fleet(inventory.local_inventory())
+    fleet = Fleet(inventory.local_inventory(), lock_wait=300)  # beside other local runs
     res = Results(tmp_path / "results.json", {})
     runner = SoakRunner(fleet, plan(30, 0.05), tmp_path, res)
     try:
@@ -165,7 +165,7 @@ def test_a_killed_soak_is_rebuilt_from_the_host_files(fake_probe, tmp_path):
 
 
 def test_long_soaks_keep_every_nth_sample_in_results_json(fake_probe, tmp_path):
-    fleet = Fleet(inventory.local_inventory())
+    fleet = Fleet(inventory.local_inventory(), lock_wait=300)  # beside other local runs
     res = Results(tmp_path / "results.json", {})
     runner = SoakRunner(fleet, plan(1, 0.002), tmp_path, res, keep=50)
     try:
@@ -322,7 +322,7 @@ CRITERIA = ("soak_gpu_temp", "soak_mem_temp", "soak_throttle", "soak_clock_stabi
 
 def test_gpu_less_host_fails_every_soak_check_under_a_gpu_profile(local_inv, tmp_path):
     rc, res, out = accept(tmp_path, "-k", "test_soak", "--inventory", str(local_inv),
-                          "--profile", "h200-4x-nvlink", timeout=120)
+                          "--profile", "h200-4x-nvlink", "--lock-wait", "300", timeout=420)
     assert rc == 1, out
     r = by_key(res)
     for c in CRITERIA:
@@ -333,7 +333,7 @@ def test_gpu_less_host_fails_every_soak_check_under_a_gpu_profile(local_inv, tmp
 
 def test_gpu_less_host_is_not_applicable_under_local(local_inv, tmp_path):
     rc, res, out = accept(tmp_path, "-k", "test_soak", "--inventory", str(local_inv),
-                          "--profile", "local", timeout=120)
+                          "--profile", "local", "--lock-wait", "300", timeout=420)  # ctl: this machine
     r = by_key(res)
     assert {r[(c, "ctl")]["status"] for c in CRITERIA} == {"N.A."}, out
     assert res["verdict"] == "INCOMPLETE" and rc != 0  # N.A. alone is never a pass
