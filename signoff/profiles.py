@@ -167,7 +167,8 @@ def _baseline(inherited: dict, sec, path) -> dict:
     """`baseline: {tolerance: 5%, criteria: {storage_read_seq: 10%}}`: how far a figure may move
     the wrong way against --baseline before it regressed, over the parent's."""
     w = _where(path, "baseline")
-    if not isinstance(sec, dict) or set(sec) - {"tolerance", "criteria"}:
+    if not isinstance(sec, dict) or set(sec) - {"tolerance", "criteria"} \
+            or not isinstance(sec.get("criteria") or {}, dict):
         raise InputError(f"{w}: expected a mapping of tolerance (5%) and criteria (criterion: 10%)")
     out = {**inherited, "criteria": dict(inherited.get("criteria", {}))}
     try:

@@ -78,7 +78,8 @@ def test_the_profile_sets_tolerances_per_criterion_and_the_option_overrides_them
     assert baseline.tolerances(None, profiles.load("local"))["default"] == baseline.TOLERANCE
     for bad, match in (("baseline: 5%", "p.yaml: baseline: expected a mapping"),
                        ("baseline: {tolerance: lots}", "p.yaml: baseline: 'lots': expected a percentage"),
-                       ("baseline: {criteria: {busbw: 5%}}", "baseline.criteria.busbw: unknown criterion")):
+                       ("baseline: {criteria: {busbw: 5%}}", "baseline.criteria.busbw: unknown criterion"),
+                       ("baseline: {criteria: [storage_read_seq]}", "p.yaml: baseline: expected a mapping")):
         p.write_text(f"extends: local\n{bad}\n")
         with pytest.raises(InputError, match=match):
             profiles.load(str(p))

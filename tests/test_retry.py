@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from signoff import InputError, profiles, retry
+from signoff.fleet import ProbeError
 from signoff.interconnect.run import best_of
 
 M = 1 << 20
@@ -122,3 +123,34 @@ def test_only_retried_criteria_take_attempts(tmp_path):
         profile_with(tmp_path, "  train_loss_falls: {max: 0.9, unit: x, attempts: 2, source: 'test'}\n")
     assert retry.spread_pct([None, None]) is None and retry.said({"attempts": [None, 0]}, "GB/s") == \
         ", best of 2 attempts (none, 0 GB/s)"
+
+
+def read(gbps: float, defeated: bool = True) -> dict:
+    return {"gbps": gbps, "cache": {"defeated": defeated}}
+
+
+def test_a_storage_attempt_that_breaks_or_hits_the_page_cache_is_the_result_never_outvoted(tmp_path):
+    """A reread that raised, or read through the page cache, ends the host's attempts and is
+    judged as it is (ERROR), never replaced by a later attempt's figure."""
+    from signoff.storage.run import StorageRun
+    run = object.__new__(StorageRun)  # only the retry loop: no hosts (recorded reads)
+    run.profile = profile_with(tmp_path, "  storage_read_seq: {min: 2, unit: GB/s, attempts: 3, "
+                                         "source: 'test'}\n")
+    later = {"a": iter([ProbeError("a: read failed"), read(2.5)]), "b": iter([read(50, defeated=False),
+                                                                         read(2.5)]),
+             "c": iter([read(1.5), read(2.2)]), "d": iter([])}
+    got = run._again({"a": read(1.0), "b": read(1.0), "c": read(1.0), "d": read(3.0)},
+                     lambda hs: {h: next(later[h]) for h in hs}, "seq")
+    assert isinstance(got["a"], ProbeError) and next(later["a"])["gbps"] == 2.5  # not read again
+    assert got["b"]["cache"]["defeated"] is False and got["b"]["attempts"] == [1.0, None]
+    assert got["c"]["gbps"] == 2.2 and got["c"]["attempts"] == [1.0, 1.5, 2.2]
+    assert got["d"] == read(3.0)  # passed: read once
+
+
+def test_a_transport_fallback_in_any_all_reduce_attempt_stays(tmp_path):
+    def attempt(busbw, transports):
+        return {**sweep(busbw), "transports": transports}
+    later = iter([attempt(11, {"P2P/CUMEM": [[0, 1]]})])
+    first = attempt(5, {"SHM": [[0, 1]], "P2P/CUMEM": [[1, 0]]})
+    got = best_of(first, lambda: next(later), threshold(tmp_path))
+    assert got["transports"] == {"SHM": [(0, 1)], "P2P/CUMEM": [(0, 1), (1, 0)]}

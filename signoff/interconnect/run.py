@@ -19,13 +19,17 @@ def allreduce_doc(host, profile, devices) -> dict:
     env = {"NCCL_NVLS_ENABLE": "0"} if profile.hardware.get("nvls") is False else {}
     args = ("allreduce", "--min-bytes", lo, "--max-bytes", hi)
 
-    def sweep(probe) -> dict:
+    def sweep(probe, again=False) -> dict:
         doc = probe(*args, env=env)
         if "error" in doc:
             raise ProbeError(f"{host}: all-reduce probe failed: {doc['error']}")
+        if again and devices and doc.get("local_ranks") != len(devices):  # not dropped for a better one
+            raise ProbeError(f"{host}: all-reduce attempt ran on {doc.get('local_ranks')} of the "
+                             f"{len(devices)} GPUs NVML reports")
         return doc
     doc = sweep(host.cached_probe)
-    return best_of(doc, lambda: sweep(host.probe), t)  # fewer ranks than GPUs: judged by allreduce()
+    # fewer ranks than GPUs at the first attempt: judged by allreduce() with what it measured
+    return best_of(doc, lambda: sweep(host.probe, again=True), t)
 
 
 def busbw_at(doc: dict, nbytes: int):
@@ -41,7 +45,12 @@ def best_of(doc: dict, again, t) -> dict:
         return doc
     best, figures = retry.best(tries, lambda d: busbw_at(d, ref), t)
     wrong = {r["bytes"] for d in tries for r in d["rows"] if not r["correct"]}
-    return retry.kept({**best, "rows": [{**r, "correct": r["bytes"] not in wrong} for r in best["rows"]]},
+    used: dict = {}  # a transport NCCL fell back to in any attempt stays in the judgement
+    for d in tries:
+        for kind, pairs in (d.get("transports") or {}).items():
+            used.setdefault(kind, set()).update(map(tuple, pairs))
+    return retry.kept({**best, "rows": [{**r, "correct": r["bytes"] not in wrong} for r in best["rows"]],
+                       **({"transports": {k: sorted(v) for k, v in used.items()}} if used else {})},
                       figures)
 
 
