@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from test_cli import ROOT
@@ -17,11 +18,13 @@ JOB = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[01-03]"}
 
 
 def configure(*args, env=JOB):
-    """`pytest acceptance/ --collect-only`: options and hosts judged, no host contacted."""
+    """`pytest acceptance/ --collect-only`: options and hosts judged, no host contacted (its
+    report directory in a temporary one, not under the checkout's reports/)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "-p", "no:cacheprovider",
-                           "--collect-only", "-q", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**clean, **env})
+    with tempfile.TemporaryDirectory() as rd:
+        return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "-p", "no:cacheprovider",
+                               "--collect-only", "-q", "--report-dir", rd, *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120, env={**clean, **env})
 
 
 def test_allocation_hosts_and_auto_launcher():
