@@ -17,13 +17,19 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# no torch: the controller needs none; probes run in the training environment (--python)
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e .
 	touch $@
 
-# The suite's own tests run probes (gloo all-reduce, the soak loop) in this venv: torch pinned,
-# as an unpinned torch pulls a multi-GB CUDA build.
+# signoff's own probe environment (torch pinned: an unpinned torch pulls a multi-GB CUDA
+# build): `make accept` on a machine whose python3 has no torch, and the suite's own tests
+# (gloo all-reduce, the soak loop). Every report says when a run's probes used it.
 $(VENV)/.installed-probe: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[probe,dev]'
+	$(PY) -m pip install -q -e '.[probe]'
+	touch $@
+
+# dev tools: `make test` and `make lint` only, never a sign-off run
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -37,16 +43,22 @@ system:
 	if [ -n "$$missing" ]; then \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PKGS); fi
 
-accept: venv
+# With no host named and no --python, the probes run in the python3 on PATH (this machine's
+# training environment); where that has no torch, in signoff's own, built here once.
+OWN_ENV := $(if $(INVENTORY)$(HOSTS)$(findstring --python,$(ARGS)),,$(shell \
+  python3 -c "import importlib.metadata as m; m.version('torch')" >/dev/null 2>&1 || \
+  echo $(VENV)/.installed-probe))
+
+accept: venv $(OWN_ENV)
 	$(PY) -m pytest acceptance/ --profile $(PROFILE) $(HOST_OPTS) $(ARGS)
 
-test: system $(VENV)/.installed-probe
+test: system $(VENV)/.installed-probe $(VENV)/.installed-dev
 	# test files in parallel, 2 at once (3 on 2 cores were no faster, and CPU-bound lab floors
 	# missed; the slowest files first were no faster either: docs/measurements.md); one file's
 	# tests stay on one worker, so a module's lab is built once
 	$(PY) -m pytest tests/ -q -n 2 --dist loadfile $(ARGS)
 
-lint: venv
+lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check signoff acceptance tests bench conftest.py
 
 clean:

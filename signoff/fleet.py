@@ -150,6 +150,25 @@ class HostSession:
         self.leftovers: list[str] = []  # temp dirs of runs that are gone, found on the host
         self._lock = threading.Lock()
         self._cache: dict = {}
+        self.lacks: list[str] = []  # what the probe interpreter cannot import (sysinfo says)
+
+    def interpreter_said(self, facts: dict) -> None:
+        """Keep what sysinfo found missing in the host's interpreter, for later probes' errors."""
+        nv = facts.get("nvidia") or {}
+        self.lacks = [name for name, missing in (
+            ("torch", not (facts.get("torch") or {}).get("version")),
+            ("nvidia-ml-py", "pynvml) not importable" in str(nv.get("error") or ""))) if missing]
+
+    def _parsed(self, name: str, result) -> dict:
+        try:
+            return parse_probe_output(self.host.name, name, result)
+        except ProbeError as exc:
+            if " not importable" not in str(exc):
+                raise
+            lacks = " and ".join(self.lacks or ["a module the probes import"])
+            raise ProbeError(f"{exc}. The probes' interpreter {self.host.python} lacks {lacks}: it is "
+                             f"not the training environment. Name that one with --python PATH or the "
+                             f"inventory's python: for {self.host.name}", exc.stderr) from None
 
     def take_lock(self, run: str, owner: str, wait: float = 0, timeout: float = 60) -> None:
         """Hold the host's run lock for run `run` (KEEPER; `owner` says who, and starts with
@@ -209,7 +228,7 @@ class HostSession:
         """Like probe(), and on_line(line) gets each stdout line as the probe prints it (a
         soak's samples); the last line is the probe's JSON document, as for every probe."""
         cmd = self._command(name, args, env)
-        return parse_probe_output(self.host.name, name, self.t.run_stream(cmd, timeout, on_line))
+        return self._parsed(name, self.t.run_stream(cmd, timeout, on_line))
 
     def _ensure_workdir(self) -> str:
         with self._lock:
@@ -231,8 +250,7 @@ class HostSession:
     def probe(self, name: str, *args: str, timeout: float = 120, env: dict | None = None) -> dict:
         """Run probe <name> (signoff/<family>/probe_<name>.py) with the host's Python; return
         its JSON document."""
-        return parse_probe_output(self.host.name, name, self.probe_result(name, *args, timeout=timeout,
-                                                                          env=env))
+        return self._parsed(name, self.probe_result(name, *args, timeout=timeout, env=env))
 
     def probe_result(self, name: str, *args: str, timeout: float = 120, env: dict | None = None):
         """Like probe(), but the raw CommandResult (exit code, stdout, stderr)."""
@@ -329,6 +347,7 @@ class Fleet:
         try:
             s.take_lock(self.run, self.owner, self.lock_wait, self.probe_timeout)
             facts = s.probe("sysinfo", timeout=self.probe_timeout)
+            s.interpreter_said(facts)
         except (HostUnreachable, ProbeError) as exc:
             if self.on_facts:
                 self.on_facts(name, {"error": str(exc)})

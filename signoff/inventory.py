@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +34,9 @@ class Host:
     storage_path: str | None = None  # directory the storage checks read (--storage-path wins)
     storage_readonly: bool = False  # measure the files there, write nothing
     data_iface: str | None = None  # the interface inter-node traffic is measured on
+    # Set when the probes run in signoff's own environment instead of a training environment:
+    # what every report says of it ("signoff's own (torch 2.13.0), not a training environment")
+    probe_env: str | None = None
 
     def __post_init__(self):
         check_name(self.name, "host")  # a name becomes a file name (hosts/<name>.json): never a path
@@ -51,13 +56,43 @@ class Inventory:
     source: str = "default"
 
 
-def local_inventory(python: str = "python3") -> Inventory:
-    """The embedded default: this machine, no SSH, probed with `python` (--python: the user's
-    training environment, default the python3 on PATH), never the controller's own venv."""
-    found = shutil.which(python)
+OWN_ENV = "signoff's own (torch {torch}), not a training environment"
+
+
+def torch_version(python: str) -> str | None:
+    """The torch `python` has installed (without importing it: that takes seconds), or None."""
+    try:
+        r = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+                           capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() or None if r.returncode == 0 else None
+
+
+def local_inventory(python: str | None = None) -> Inventory:
+    """The embedded default: this machine, no SSH. Its probes run in `python` (--python: the
+    user's training environment); without --python in the python3 on PATH, unless that has no
+    torch and signoff's own environment (this interpreter, with the [probe] extra that `make
+    accept` installs) has: then in that one, said so on every page (Host.probe_env)."""
+    if python is not None:
+        found = shutil.which(python)
+        if not found:
+            raise InputError(f"--python {python}: not found on PATH ({os.environ.get('PATH', '')}): name "
+                             f"the training environment's interpreter, e.g. --python /opt/venv/bin/python")
+        return Inventory([Host(name="localhost", address=LOCAL, python=os.path.abspath(found))])
+    found = shutil.which("python3")
+    if found and torch_version(found):
+        return Inventory([Host(name="localhost", address=LOCAL, python=os.path.abspath(found))])
+    own = torch_version(sys.executable)
+    if own:
+        return Inventory([Host(name="localhost", address=LOCAL, python=sys.executable,
+                               probe_env=OWN_ENV.format(torch=own))],
+                         source=f"default: this machine; python3 on PATH "
+                                f"({os.path.abspath(found) if found else 'none'}) has no torch")
     if not found:
-        raise InputError(f"--python {python}: not found on PATH ({os.environ.get('PATH', '')}): "
-                         f"name the training environment's interpreter, e.g. --python /opt/venv/bin/python")
+        raise InputError(f"no python3 on PATH ({os.environ.get('PATH', '')}) and signoff's own "
+                         f"environment has no torch: name the training environment's interpreter "
+                         f"(--python /opt/venv/bin/python), or run `make accept`, which builds one")
     return Inventory([Host(name="localhost", address=LOCAL, python=os.path.abspath(found))])
 
 

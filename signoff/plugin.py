@@ -81,9 +81,10 @@ def pytest_addoption(parser):
                      "allocation, its nodes the hosts; --hosts narrows them), auto (default): slurm "
                      "when SLURM_JOB_ID and SLURM_JOB_NODELIST are set and neither --hosts nor "
                      "--inventory is given, else ssh")
-    g.addoption("--python", default="python3",
-                help="interpreter the probes use on --hosts hosts and on this machine by default: "
-                     "the training environment (default python3 on PATH, not the controller's venv)")
+    g.addoption("--python", default=None,
+                help="interpreter the probes use on --hosts hosts and on this machine: the training "
+                     "environment (default python3 on PATH; on this machine, if that has no torch, "
+                     "signoff's own environment, said so in every report)")
     g.addoption("--ssh-user", default=None, help="SSH user for --hosts hosts")
     g.addoption("--accept-new-host-keys", action="store_true", default=False,
                 help="trust unknown SSH host keys (default: reject hosts not in known_hosts)")
@@ -156,7 +157,7 @@ def _load_inventory(config) -> inventory.Inventory:
         return inventory.load(config.getoption("inventory"))
     if config.getoption("hosts"):
         return inventory.from_hostlist(config.getoption("hosts"), config.getoption("ssh_user"),
-                                       config.getoption("python"))
+                                       config.getoption("python") or "python3")
     return inventory.local_inventory(config.getoption("python"))
 
 
@@ -176,7 +177,7 @@ def _slurm_inventory(config) -> inventory.Inventory:
         inv = inventory.load(config.getoption("inventory"))
         where = f"--inventory {config.getoption('inventory')}"
     else:
-        inv = inventory.from_hostlist(hostlist.fold(nodes), None, config.getoption("python"))
+        inv = inventory.from_hostlist(hostlist.fold(nodes), None, config.getoption("python") or "python3")
         where = "--hosts"
     if config.getoption("hosts"):
         want = hostlist.expand(config.getoption("hosts"))
@@ -226,6 +227,8 @@ def pytest_configure(config):
         "inventory": inv.source,
         "hosts": [h.name for h in inv.hosts],
         "probe_python": {h.name: h.python for h in inv.hosts},  # the interpreter each host's probes use
+        # set when this machine's probes run in signoff's own environment, not a training one
+        **({"probe_env": inv.hosts[0].probe_env} if inv.hosts and inv.hosts[0].probe_env else {}),
         "run": state.run_id,
         "launcher": {"launcher": "slurm", "job": state.job} if state.job else {"launcher": "ssh"},
         "operator": report.operator(),
@@ -523,6 +526,10 @@ class Recorder:
         local = {h.name: h.local for h in self.state.inventory.hosts}
         return "local" if local.get(host, all(local.values())) else "ssh"
 
+    def pytest_report_header(self, config):
+        meta = self.state.results.doc["meta"]
+        return [f"signoff: {report.probe_env_text(meta)}"] if meta.get("probe_env") else []
+
     def pytest_deselected(self, items):
         self.deselected += len(items)
 
@@ -639,6 +646,8 @@ class Recorder:
         counts = Counter(r["status"] for r in doc["results"])
         tr.write_line(f"verdict: {doc['verdict']}  (profile {doc['meta'].get('profile')}; "
                       + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
+        if doc["meta"].get("probe_env"):
+            tr.write_line(f"  {report.probe_env_text(doc['meta'])}", yellow=True)
         if doc["meta"].get("partial"):
             tr.write_line(f"  partial run: {doc['meta']['partial']}"
                           + ("" if self.config.getoption("partial") else

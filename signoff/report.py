@@ -147,6 +147,16 @@ def run_line(meta: dict) -> str:
             f"by {meta.get('operator', '?')}; signoff {meta.get('suite_version', '?')}")
 
 
+def probe_env_text(meta: dict) -> str | None:
+    """What every page says when the probes ran in signoff's own environment (a bare machine)."""
+    if not meta.get("probe_env"):
+        return None
+    py = ", ".join(sorted(set((meta.get("probe_python") or {}).values())))
+    return (f"Probe environment: {meta['probe_env']} ({py}; {meta.get('inventory', '')}): the "
+            f"hardware figures are this machine's, the software versions judged are signoff's own; "
+            f"pass --python to judge the training environment")
+
+
 def cover(verdict: str, doc: dict) -> str:
     """The first screen: verdict, what to fix (criterion, hosts, measured vs threshold, likely
     cause), regressions against the baseline, counts, profile and class, who ran it when."""
@@ -179,6 +189,7 @@ def cover(verdict: str, doc: dict) -> str:
             f"({escape(str(meta.get('profile_class', '')))}); hosts ({len(hosts)}): "
             f"{escape(hosts_text(hosts))}<br>{escape(run_line(meta))}"
             + f"<br>Launcher: {escape(launcher(meta))}"
+            + (f"<br><b>{escape(probe_env_text(meta))}</b>" if meta.get("probe_env") else "")
             + (f"<br><b>Partial run</b>: {escape(meta['partial'])}" if meta.get("partial") else "")
             + "</p><p>PASS needs every applicable check to run and pass; ERROR means the check "
             "could not measure (it is not a pass); N.A. means the profile does not apply it to "
@@ -499,6 +510,7 @@ def markdown(doc: dict) -> str:
            f"Profile **{meta.get('profile')}** ({meta.get('profile_class', '')}); "
            f"hosts: {hosts_text(meta.get('hosts', []))}  ",
            run_line(meta), "",
+           *([f"**{probe_env_text(meta)}**", ""] if meta.get("probe_env") else []),
            "Checks: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]), ""]
     groups = problem_groups(doc["results"])
     if groups:

@@ -42,11 +42,21 @@ def judged(tmp_path: Path, inv: Path, *args: str, profile="h200-2x-nvlink") -> d
     return {r["criterion"]: r for r in json.loads((rd / "results.json").read_text())["results"]}
 
 
-def dmesg_line(ago_s: float, text: str) -> str:
-    """A kernel log line `ago_s` seconds ago, in dmesg's seconds-since-boot form."""
-    btime = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
-                 if ln.startswith("btime"))
-    return f"[{time.time() - btime - ago_s:12.6f}] {text}\n"
+# A recorded machine up for ten days: its log carries its own boot time, so the result never
+# depends on how long this machine has been up (a CI machine is minutes old).
+RECORDED_UPTIME = 10 * 86400
+XID_LOG = ((7200, "usb 1-1: new device"),
+           (3600, "NVRM: Xid (PCI:0000:00:07): 13, pid=4242, Graphics Exception"),
+           (60, "NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', GPU has fallen off"))
+
+
+def recorded_log(path: Path, now: float, lines=XID_LOG) -> Path:
+    """A dmesg capture (`[seconds since boot] text`) with its machine's `btime` line, the
+    lines `ago` seconds before `now`."""
+    btime = int(now) - RECORDED_UPTIME
+    path.write_text(f"btime {btime}\n" + "".join(f"[{now - btime - ago:12.6f}] {text}\n"
+                                                  for ago, text in lines))
+    return path
 
 
 def test_xid_history_of_this_machines_kernel_log_passes(tmp_path):
@@ -58,15 +68,36 @@ def test_xid_history_of_this_machines_kernel_log_passes(tmp_path):
 
 def test_xid_history_with_a_fatal_xid_injected_fails_naming_it(tmp_path):
     """A recorded kernel log with XID 79 (fatal) and XID 13 (reported only) injected."""
-    log = tmp_path / "kern.log"
-    log.write_text(dmesg_line(7200, "usb 1-1: new device") +
-                   dmesg_line(3600, "NVRM: Xid (PCI:0000:00:07): 13, pid=4242, Graphics Exception") +
-                   dmesg_line(60, "NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', GPU has fallen off"))
+    log = recorded_log(tmp_path / "kern.log", time.time())
     inv = recorded_host(tmp_path, {"SIGNOFF_KERNEL_LOG": log})
     r = judged(tmp_path, inv, "-k", "xid_history")["xid_history"]
     assert r["status"] == "FAIL", r
     assert "XID 79 x1 on PCI:0000:00:06" in r["message"] and "others: XID 13 x1" in r["message"]
     assert r["details"]["counts"] == {"13": 1, "79": 1}
+
+
+def test_recorded_xid_log_reads_alike_whatever_this_machines_uptime(tmp_path, monkeypatch):
+    """The same recorded log, the probe on a machine up 10 minutes and up 10 days: one answer."""
+    now = 1_764_633_600.0  # a fixed clock: nothing here reads the real one
+    probe = sysinfo_probe(monkeypatch, tmp_path)
+    monkeypatch.setenv("SIGNOFF_KERNEL_LOG", str(recorded_log(tmp_path / "kern.log", now)))
+    seen = []
+    for uptime in (600, 10 * 86400):
+        monkeypatch.setattr(probe, "_boot_time", lambda up=uptime: (int(now - up), None))
+        monkeypatch.setattr(probe.time, "time", lambda: now)
+        seen.append(probe.kernel_xids(now - 168 * 3600))
+    assert seen[0] == seen[1]
+    assert seen[0]["counts"] == {"13": 1, "79": 1} and seen[0]["error"] is None
+    assert seen[0]["covers_from"] == now - 7200
+
+
+def test_recorded_dmesg_without_its_boot_time_is_an_error(tmp_path, monkeypatch):
+    log = tmp_path / "kern.log"
+    log.write_text("".join(ln for ln in recorded_log(log, 1e9).read_text().splitlines(True)
+                           if not ln.startswith("btime")))
+    monkeypatch.setenv("SIGNOFF_KERNEL_LOG", str(log))
+    doc = sysinfo_probe(monkeypatch, tmp_path).kernel_xids(0)
+    assert doc["error"] and "no 'btime <epoch>' line" in doc["error"] and not doc["counts"]
 
 
 def test_xid_history_unreadable_log_is_an_error(tmp_path):

@@ -34,18 +34,14 @@ def inv(lab, tmp_path):
 
 
 def test_gloo_allreduce_passes_over_ssh(inv, tmp_path):
-    # Both hosts' all-reduces run at once now, beside other test files (make test runs them in
-    # parallel): local's 0.2 GB/s floor is for one machine alone, so this judges a floor of 0.02.
-    prof = tmp_path / "p.yaml"
-    prof.write_text("extends: local\ncriteria:\n  allreduce_busbw: {min: 0.02, unit: GB/s, size: 16M, "
-                    "sweep: [1M, 16M], source: 'a test floor: 1/10 of local, for hosts sharing 2 cores'}\n")
+    # Both hosts' all-reduces at once, beside other test files: local's floor is set for that
     rc, res, out = accept(tmp_path, "acceptance/test_interconnect.py", "-k", "allreduce or nccl",
-                          "--inventory", str(inv), "--profile", str(prof))
+                          "--inventory", str(inv), "--profile", "local")
     assert rc == 0, out
     r = by_key(res)
     for host in ("lab1", "lab2"):
         bw = r[("allreduce_busbw", host)]
-        assert bw["status"] == "PASS" and bw["measured"] > 0.02
+        assert bw["status"] == "PASS" and bw["measured"] > 0.05
         rows = bw["details"]["rows"]
         assert [x["bytes"] for x in rows] == [1 << k for k in range(20, 25)]
         assert all(x["busbw"] == pytest.approx(x["algbw"]) for x in rows)  # 2 ranks: 2(n-1)/n = 1

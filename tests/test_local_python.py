@@ -28,14 +28,51 @@ def accept_locally(tmp_path: Path, *args: str, path: str = "/usr/bin:/bin"):
     return p, res
 
 
-def test_default_is_the_python3_on_path_not_the_controller_venv(tmp_path):
+def test_default_is_the_python3_on_path_when_it_has_torch(tmp_path):
+    """A python3 on PATH with torch is this machine's training environment: it is judged."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (bin_ / "python3").chmod(0o755)
+    p, res = accept_locally(tmp_path, path=f"{bin_}:/usr/bin:/bin")
+    assert res["meta"]["probe_python"] == {"localhost": str(bin_ / "python3")}, p.stdout
+    assert "probe_env" not in res["meta"] and "signoff's own" not in p.stdout
+    assert res["hosts"]["localhost"]["torch"]["version"]
+
+
+def test_no_torch_on_path_runs_in_signoffs_own_env_said_everywhere(tmp_path):
+    """Debian's python3 (no torch) first on PATH, no --python: the probes run in signoff's own
+    environment (this venv, with the [probe] extra), and every page says so."""
     p, res = accept_locally(tmp_path)
     facts = res["hosts"]["localhost"]
-    assert facts["python_executable"] == SYSTEM_PYTHON, p.stdout
+    assert facts["python_executable"] == sys.executable and facts["torch"]["version"], p.stdout
+    own = f"signoff's own (torch {facts['torch']['version'].split('+')[0]}"
+    env = res["meta"]["probe_env"]
+    assert env.startswith(own) and env.endswith("), not a training environment")
+    assert res["meta"]["probe_python"] == {"localhost": sys.executable}
+    assert f"python3 on PATH ({SYSTEM_PYTHON}) has no torch" in res["meta"]["inventory"]
+    said = "Probe environment: " + res["meta"]["probe_env"]
+    assert said in p.stdout  # the terminal (header and summary)
+    assert said in (tmp_path / "report" / "report.md").read_text()
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert html.count(said.replace("'", "&#x27;")) >= 2  # the cover and the versions section
+    assert "Environment judged: the probes' interpreter on each host" in html
+
+
+def test_interpreter_without_torch_errors_naming_it_and_what_it_lacks(tmp_path):
+    p, res = accept_locally(tmp_path, "-k", "torch_cuda_build or allreduce_busbw",
+                            "--python", SYSTEM_PYTHON)
+    facts = res["hosts"]["localhost"]
+    assert facts["python_executable"] == SYSTEM_PYTHON and "probe_env" not in res["meta"], p.stdout
     assert facts["torch"]["version"] is None  # that environment's torch (none), not the venv's
-    assert res["meta"]["probe_python"] == {"localhost": SYSTEM_PYTHON}
     html = (tmp_path / "report" / "report.html").read_text()
     assert f"probe Python {facts['python']} {SYSTEM_PYTHON}" in html  # the inventory's software column
+    r = {x["criterion"]: x for x in res["results"]}
+    assert r["allreduce_busbw"]["status"] == "ERROR", r
+    msg = r["allreduce_busbw"]["message"]
+    assert "torch not importable" in msg
+    assert f"interpreter {SYSTEM_PYTHON} lacks torch and nvidia-ml-py" in msg
+    assert "--python PATH or the inventory's python: for localhost" in msg
 
 
 def test_python_option_reaches_the_local_host(tmp_path):

@@ -58,7 +58,7 @@ def test_healthy_lab_passes_with_iperf3(lab, tmp_path):
 
 def test_builtin_probe_measures_when_asked(lab, tmp_path):
     prof = tmp_path / "builtin.yaml"
-    prof.write_text(f"extends: {LAB}\ncriteria:\n  net_pair_bandwidth: {{min: 3, unit: Gb/s, "
+    prof.write_text(f"extends: {LAB}\ncriteria:\n  net_pair_bandwidth: {{min: 1, unit: Gb/s, "
                     "streams: 4, duration: 2, tool: builtin, source: 'as lab.yaml'}\n")
     rc, res, out = accept(tmp_path, "acceptance/test_network.py", "-k", "pair", "--inventory",
                           inventory(lab, tmp_path), "--profile", str(prof))
@@ -71,14 +71,14 @@ def test_shaped_link_fails_that_pair_after_its_attempts_and_bisection_names_the_
     FAIL saying so with both figures; a pair that passes is measured once."""
     prof = tmp_path / "twice.yaml"
     prof.write_text(f"extends: {LAB}\ncriteria:\n"
-                    "  net_pair_bandwidth: {min: 3, unit: Gb/s, streams: 4, duration: 2, attempts: 2, "
+                    "  net_pair_bandwidth: {min: 1, unit: Gb/s, streams: 4, duration: 2, attempts: 2, "
                     "source: 'as lab.yaml'}\n"
-                    "  multinode_allreduce_busbw: {min: 0.1, unit: GB/s, size: 1M, sweep: [256K, 1M], "
+                    "  multinode_allreduce_busbw: {min: 0.04, unit: GB/s, size: 1M, sweep: [256K, 1M], "
                     "attempts: 2, source: 'as lab.yaml'}\n")
     h3 = lab.host("lab3")
     tc = ["ip", "netns", "exec", h3.netns, "tc", "qdisc"]
     # lab3's sending side only: lab3->lab1 is slow, lab2->lab3 is not
-    subprocess.run([*tc, "add", "dev", h3.veth_host, "root", "tbf", "rate", "400mbit",
+    subprocess.run([*tc, "add", "dev", h3.veth_host, "root", "tbf", "rate", "100mbit",
                     "burst", "64kb", "latency", "50ms"], check=True)
     try:
         rc, res, out = accept(tmp_path, "acceptance/test_network.py", "--inventory",
@@ -95,7 +95,7 @@ def test_shaped_link_fails_that_pair_after_its_attempts_and_bisection_names_the_
     assert slow["status"] == "FAIL" and len(tries) == 2 and max(tries) == slow["measured"] < 0.5, slow
     assert (f"lab3->lab1: iperf3 throughput (4 streams, best of 2 attempts ({tries[0]:g}, {tries[1]:g} "
             f"Gb/s; spread ") in slow["message"], slow["message"]
-    assert "expected >= 3 Gb/s" in slow["message"]
+    assert "expected >= 1 Gb/s" in slow["message"]
     multi = r[("multinode_allreduce", "all hosts")]
     assert multi["status"] == "FAIL" and len(multi["details"]["attempts"]) == 2, multi
     assert "best of 2 attempts (" in multi["message"], multi["message"]
@@ -115,7 +115,7 @@ def test_baseline_names_the_pair_shaped_since_as_regressed(lab, tmp_path):
     assert by_key(before)[("net_pair_bandwidth", "lab3->lab1")]["measured"] > 1, out
     h3 = lab.host("lab3")
     tc = ["ip", "netns", "exec", h3.netns, "tc", "qdisc"]
-    subprocess.run([*tc, "add", "dev", h3.veth_host, "root", "tbf", "rate", "400mbit",
+    subprocess.run([*tc, "add", "dev", h3.veth_host, "root", "tbf", "rate", "100mbit",
                     "burst", "64kb", "latency", "50ms"], check=True)
     try:
         rc, res, out = accept(tmp_path / "after", "acceptance/test_network.py", "-k", "pair",

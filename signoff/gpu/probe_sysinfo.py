@@ -483,22 +483,50 @@ def _journal(since):
         (None, "journalctl: no kernel messages since then (no persistent journal?)")
 
 
-def _dmesg(text=None):
-    """(epoch, text) of the kernel ring buffer (this boot, as far back as it holds)."""
-    if text is None:
-        text, why = _run(["dmesg"])
-        if text is None:
-            return None, why
+def _boot_time():
+    """(epoch this machine booted, None) or (None, why), from /proc/stat."""
     try:
         with open("/proc/stat") as f:
-            btime = next(int(ln.split()[1]) for ln in f if ln.startswith("btime"))
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("btime")), None
     except (OSError, StopIteration, ValueError, IndexError) as exc:
         return None, "boot time unreadable (/proc/stat): %s" % exc
+
+
+def _since_boot(text, btime):
+    """(epoch, text) of dmesg's `[seconds since boot] text` lines of a machine booted at btime."""
     lines = []
     for line in text.splitlines():
         m = re.match(r"\[\s*(\d+\.\d+)\]\s?(.*)", line)
         if m:
             lines.append((btime + float(m.group(1)), m.group(2)))
+    return lines
+
+
+def _dmesg():
+    """(epoch, text) of this machine's kernel ring buffer (this boot, as far back as it holds)."""
+    text, why = _run(["dmesg"])
+    if text is None:
+        return None, why
+    btime, why = _boot_time()
+    return (None, why) if btime is None else (_since_boot(text, btime), None)
+
+
+def _recorded(text):
+    """(epoch, text) of a recorded kernel log, which carries its own clock, never this
+    machine's: journalctl -o short-unix lines (`<epoch> host kernel: text`), or dmesg lines
+    after a `btime <epoch>` line (the recorded machine's /proc/stat)."""
+    m = re.search(r"^btime (\d+)\s*$", text, re.M)
+    if m:
+        return _since_boot(text, int(m.group(1))), None
+    lines = []
+    for line in text.splitlines():
+        t, _, rest = line.partition(" ")
+        try:
+            lines.append((float(t), rest))
+        except ValueError:
+            if re.match(r"\[\s*\d+\.\d+\]", line):
+                return None, ("dmesg's seconds since boot but no 'btime <epoch>' line (its "
+                              "machine's /proc/stat): the log's times are unknown")
     return lines, None
 
 
@@ -512,7 +540,7 @@ def kernel_xids(since):
     if rec:
         try:
             with open(rec) as f:
-                lines, why = _dmesg(f.read())
+                lines, why = _recorded(f.read())
         except OSError as exc:
             lines, why = None, "recorded log %s: %s" % (rec, exc)
         out["source"] = "recorded log %s" % rec

@@ -9,4 +9,4 @@ from signoff.versions.report import versions_matrix
 
 @pytest.hookimpl
 def pytest_signoff_report_sections(doc, profile):
-    return versions_matrix(doc["hosts"])
+    return versions_matrix(doc["hosts"], doc["meta"])

@@ -5,11 +5,25 @@ from __future__ import annotations
 
 from html import escape
 
-from signoff.report import MATRIX_MAX_HOSTS, hosts_text
+from signoff.report import MATRIX_MAX_HOSTS, hosts_text, probe_env_text
 from signoff.versions import parity
 
 
-def versions_matrix(hosts: dict[str, dict]) -> str:
+def judged_env(hosts: dict[str, dict], meta: dict) -> str:
+    """Whose software the section shows: each host's probe interpreter (the training
+    environment it was pointed at), or signoff's own on a bare machine."""
+    own = probe_env_text(meta)
+    pys: dict[str, list[str]] = {}
+    for h, f in hosts.items():
+        if "error" not in f:
+            pys.setdefault(str(f.get("python_executable")), []).append(h)
+    where = "; ".join(f"{py} on {hosts_text(hs)}" for py, hs in sorted(pys.items()))
+    return (f"<p class='so-env'>Environment judged: the probes' interpreter on each host ({escape(where)})"
+            + (f". <b>{escape(own)}</b>" if own else ": the training environment it was pointed at")
+            + ".</p>")
+
+
+def versions_matrix(hosts: dict[str, dict], meta: dict | None = None) -> str:
     ok = {h: f for h, f in hosts.items() if "error" not in f}
     per_host = {h: parity.versions(f) for h, f in ok.items()}
     odd = parity.odd_cells(per_host) if len(per_host) > 1 else set()
@@ -23,7 +37,8 @@ def versions_matrix(hosts: dict[str, dict]) -> str:
         table = _versions_per_host(hosts, per_host, odd, labels)
     else:
         table = _versions_per_value(hosts, per_host, odd, labels)
-    return (f"<h2>Versions across hosts</h2><p>Marked cells differ from the majority.</p>{table}"
+    return (f"<h2>Versions across hosts</h2>{judged_env(hosts, meta or {})}"
+            f"<p>Marked cells differ from the majority.</p>{table}"
             + (f"<h3>Hosts that could not be probed</h3><ul>{errors}</ul>" if errors else ""))
 
 
