@@ -47,7 +47,7 @@ def test_thermal_forms_and_nearest_nic():
     th = judge.thermal_thresholds({"shutdown": None, "slowdown": None, "gpu_max": None, "mem_max": None,
                                    "temp": 40, "tlimit_margin": 50,
                                    "smi": {"GPU Slowdown T.Limit Temp": -2, "Memory Max Operating Temp": 95}})
-    assert th["slowdown"] == (88, "T.Limit 90 C -2") and th["mem_max"] == (95, "nvidia-smi")
+    assert th["slowdown"] == (92, "T.Limit 90 C minus offset -2 C") and th["mem_max"] == (95, "nvidia-smi")
     assert th["shutdown"] == (None, "unreadable")
     near = judge.nearest_nics({"mlx5_0": "SYS", "mlx5_1": "PXB", "mlx5_2": "PXB"})
     assert near == ("PXB", ["mlx5_1", "mlx5_2"])

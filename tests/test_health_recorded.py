@@ -194,17 +194,31 @@ def test_hbm_probe_without_cuda_errors(tmp_path):
     assert r["status"] == "ERROR" and "torch.cuda.is_available() is False" in r["message"], r
 
 
+# nvidia-smi -q's offsets below T.Limit, as the 1x H200's capture and the H100 SXM's
+# (thamada/nvidia-smi nvsim/H100SXMx8_smi.py: T.Limit 87 C -> 95 / 89 / 87 C) print them
+TLIMIT_OFFSETS = {"GPU Shutdown T.Limit Temp": -8, "GPU Slowdown T.Limit Temp": -2,
+                  "GPU Max Operating T.Limit Temp": 0}
+
+
 def h200_thermal(tlimit_form=False):
-    """NVML's thresholds on H200 (shared/reference/measured-h200.md); in the T.Limit form of
-    newer drivers instead (injected): no absolute value from NVML, nvidia-smi's offsets from
-    T.Limit = 35 C now + NVML's 56 C margin = 91 C, the same thresholds written as offsets."""
+    """NVML's thresholds on H200 (reports/examples/h200-1x); in the T.Limit form of newer
+    drivers instead (injected): no absolute value from NVML, nvidia-smi's offsets below
+    T.Limit = 35 C now + NVML's 52 C margin = 87 C: the same thresholds, written as offsets."""
     if tlimit_form:
         return {"shutdown": None, "slowdown": None, "gpu_max": None, "mem_max": 95, "temp": 35,
-                "tlimit_margin": 56, "smi": {"GPU T.Limit Temp": 56, "GPU Shutdown T.Limit Temp": 4,
-                                             "GPU Slowdown T.Limit Temp": -2,
-                                             "GPU Max Operating T.Limit Temp": -4}}
+                "tlimit_margin": 52, "smi": {"GPU T.Limit Temp": 52, **TLIMIT_OFFSETS}}
     return {"shutdown": 95, "slowdown": 89, "gpu_max": 87, "mem_max": 95, "temp": 35,
             "tlimit_margin": 54, "smi": {}}
+
+
+def l40s_thermal():
+    """An L40S as nvidia-smi -q prints it (thamada/nvidia-smi gls/L40S_smi.py): only offsets
+    below T.Limit 87 C (shutdown -5, slowdown -2, GPU max 0 -> 92 / 89 / 87 C), and no memory
+    threshold (N/A)."""
+    return {"shutdown": None, "slowdown": None, "gpu_max": None, "mem_max": None, "temp": 30,
+            "tlimit_margin": 57, "smi": {"GPU T.Limit Temp": 57, "GPU Shutdown T.Limit Temp": -5,
+                                         "GPU Slowdown T.Limit Temp": -2,
+                                         "GPU Max Operating T.Limit Temp": 0}}
 
 
 def with_thermal(g0, g1, form=False):
@@ -217,7 +231,26 @@ def test_thermal_thresholds_recorded_h200_pass_in_both_forms(tmp_path):
     inv = recorded_host(tmp_path, inject=lambda g0, g1: with_thermal(g0, g1, True))
     r = judged(tmp_path, inv, "-k", "thermal_thresholds")["thermal_thresholds"]
     assert r["status"] == "PASS", r
-    assert r["details"]["1"]["slowdown"] == [89, "T.Limit 91 C -2"]
+    assert r["details"]["1"]["slowdown"] == [89, "T.Limit 87 C minus offset -2 C"]
+    assert r["details"]["1"]["shutdown"] == [95, "T.Limit 87 C minus offset -8 C"]
+    assert r["details"]["1"]["gpu_max"] == [87, "T.Limit 87 C minus offset +0 C"]
+
+
+def test_thermal_thresholds_of_an_l40s_judge_what_it_reports(tmp_path):
+    """No memory threshold on an L40S: a profile asking none judges the other three (PASS); one
+    asking a memory maximum ERRORs naming it, never a pass."""
+    def l40s(g0, g1):
+        g0["thermal"], g1["thermal"] = l40s_thermal(), l40s_thermal()
+    prof = tmp_path / "l40s-like.yaml"
+    prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  thermal_slowdown: {min: 89, shutdown: 92, "
+                    "gpu_max: 87, unit: C, source: 'thamada/nvidia-smi gls/L40S_smi.py'}\n")
+    r = judged(tmp_path, recorded_host(tmp_path, inject=l40s), "-k", "thermal_thresholds",
+               profile=str(prof))["thermal_thresholds"]
+    assert r["status"] == "PASS", r
+    assert r["details"]["0"]["shutdown"] == [92, "T.Limit 87 C minus offset -5 C"]
+    assert r["details"]["0"]["mem_max"] == [None, "unreadable"]
+    r = judged(tmp_path, recorded_host(tmp_path, inject=l40s), "-k", "thermal_thresholds")["thermal_thresholds"]
+    assert r["status"] == "ERROR" and "no temperature threshold for GPU 0 mem_max, GPU 1 mem_max" in r["message"]
 
 
 def test_thermal_thresholds_with_a_low_slowdown_injected_fail_in_both_forms(tmp_path):
@@ -229,10 +262,10 @@ def test_thermal_thresholds_with_a_low_slowdown_injected_fail_in_both_forms(tmp_
 
     def low_offset(g0, g1):
         with_thermal(g0, g1, True)
-        g0["thermal"]["smi"]["GPU Slowdown T.Limit Temp"] = -7
+        g0["thermal"]["smi"]["GPU Slowdown T.Limit Temp"] = 3  # 87 - 3 = 84 C
     r = judged(tmp_path, recorded_host(tmp_path, inject=low_offset), "-k", "thermal_thresholds")
     assert r["thermal_thresholds"]["status"] == "FAIL", r
-    assert "GPU 0 slowdown 84 C < 89 C (T.Limit 91 C -7)" in r["thermal_thresholds"]["message"]
+    assert "GPU 0 slowdown 84 C < 89 C (T.Limit 87 C minus offset +3 C)" in r["thermal_thresholds"]["message"]
 
 
 def test_thermal_thresholds_unreadable_error(tmp_path):

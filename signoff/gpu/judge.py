@@ -101,8 +101,10 @@ SMI_TLIMIT = {"shutdown": "GPU Shutdown T.Limit Temp", "slowdown": "GPU Slowdown
 
 def thermal_thresholds(th: dict) -> dict[str, tuple[int | None, str]]:
     """Each threshold in C and the form it was read in: NVML's absolute threshold, else
-    nvidia-smi's absolute one, else T.Limit + nvidia-smi's offset (newer drivers), where
-    T.Limit = the current temperature + NVML's margin to it."""
+    nvidia-smi's absolute one, else T.Limit - nvidia-smi's offset (newer drivers), where
+    T.Limit = the current temperature + NVML's margin to it. The offsets count below T.Limit:
+    an H100 reads shutdown -8, slowdown -2, GPU max 0 at T.Limit 87 C for NVML's absolute
+    95 / 89 / 87 C (nvidia-smi -q, thamada/nvidia-smi nvsim/H100SXMx8_smi.py)."""
     smi = th.get("smi") or {}
     tlimit = th["temp"] + th["tlimit_margin"] if None not in (th.get("temp"), th.get("tlimit_margin")) \
         else None
@@ -113,7 +115,8 @@ def thermal_thresholds(th: dict) -> dict[str, tuple[int | None, str]]:
         elif smi.get(SMI_ABSOLUTE[key]):
             out[key] = (smi[SMI_ABSOLUTE[key]], "nvidia-smi")
         elif key in SMI_TLIMIT and SMI_TLIMIT[key] in smi and tlimit is not None:
-            out[key] = (tlimit + smi[SMI_TLIMIT[key]], f"T.Limit {tlimit} C {smi[SMI_TLIMIT[key]]:+d}")
+            off = smi[SMI_TLIMIT[key]]
+            out[key] = (tlimit - off, f"T.Limit {tlimit} C minus offset {off:+d} C")
         else:
             out[key] = (None, "unreadable")
     return out
