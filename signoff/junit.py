@@ -7,26 +7,35 @@ pytest's own JUnit writer sees pytest outcomes: it files an ERROR (could not mea
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
 ELEMENT = {"FAIL": "failure", "ERROR": "error", "NOT RUN": "error", "N.A.": "skipped"}
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # colours and cursor moves (fio's, a shell's)
+NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")  # XML 1.0 chars
+
+
+def xml_text(value) -> str:
+    """value as text XML 1.0 can hold: ANSI sequences dropped, other control characters as
+    U+FFFD (a CI parser rejects the whole file for one)."""
+    return NOT_XML.sub("\ufffd", ANSI.sub("", str(value)))
 
 
 def _props(parent, items: dict) -> None:
     props = ET.SubElement(parent, "properties")
     for k, v in items.items():
         if v not in (None, ""):
-            ET.SubElement(props, "property", name=k, value=str(v))
+            ET.SubElement(props, "property", name=k, value=xml_text(v))
 
 
 def _case(suite, classname: str, name: str, status: str, message: str, seconds: float, props: dict):
     case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}")
     _props(case, {"signoff_status": status, **props})
     if status in ELEMENT:
-        el = ET.SubElement(case, ELEMENT[status], type=status, message=message[:2000])
-        el.text = message
+        el = ET.SubElement(case, ELEMENT[status], type=status, message=xml_text(message[:2000]))
+        el.text = xml_text(message)
 
 
 def write(path: Path, doc: dict) -> None:

@@ -139,8 +139,10 @@ def run_line(meta: dict) -> str:
     took = ""
     if meta.get("started") and meta.get("finished"):
         from datetime import datetime
-        s = (datetime.fromisoformat(meta["finished"]) - datetime.fromisoformat(meta["started"])).seconds
-        took = f" ({s // 60} min {s % 60} s)" if s >= 60 else f" ({s} s)"
+        s = int((datetime.fromisoformat(meta["finished"])
+                 - datetime.fromisoformat(meta["started"])).total_seconds())
+        took = (f" ({s // 3600} h {s % 3600 // 60} min)" if s >= 3600 else
+                f" ({s // 60} min {s % 60} s)" if s >= 60 else f" ({s} s)")
     def utc(t):
         return str(t).replace("T", " ").removesuffix("+00:00")
     return (f"run {utc(meta.get('started', '?'))} to {utc(meta.get('finished') or 'not finished')} UTC{took} "

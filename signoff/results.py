@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -86,9 +87,30 @@ def _apply(doc: dict, change: dict) -> None:
     # "selected" (the checks the run meant to judge) is for a rebuild, not the document
 
 
+def finite(obj):
+    """obj with every NaN or infinite float written as the string "NaN", "Infinity" or
+    "-Infinity": strict JSON has no such number (a NaN loss is what train_loss_falls exists
+    to catch, and its message says so)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "NaN" if obj != obj else ("Infinity" if obj > 0 else "-Infinity")
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def dumps(obj, **kw) -> str:
+    """json.dumps that never writes NaN or Infinity (the usual case costs no second pass)."""
+    try:
+        return json.dumps(obj, allow_nan=False, default=str, **kw)
+    except ValueError:
+        return json.dumps(finite(obj), allow_nan=False, default=str, **kw)
+
+
 def _dump(path: Path, doc: dict) -> None:
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    tmp.write_text(dumps(doc, indent=1))
     os.replace(tmp, path)
 
 
@@ -105,7 +127,7 @@ class Results:
 
     def _change(self, change: dict) -> None:
         """Apply and append: one flushed line, so a SIGKILL right after still has it."""
-        line = json.dumps(change, separators=(",", ":"), default=str)
+        line = dumps(change, separators=(",", ":"))
         with self._lock:
             _apply(self.doc, change)
             self._log.write(line + "\n")

@@ -283,3 +283,11 @@ def test_methodology_states_each_thresholds_attempts():
     rows = dict(re.findall(r"<tr><td>(\w+)</td><td>[^<]*</td><td>(\w+)</td>", html))
     assert rows["allreduce_busbw"] == rows["train_throughput"] == rows["host_link_bandwidth"] == "3"
     assert rows["nvidia_driver_version"] == "never" and rows["soak_gpu_temp"] == "never", rows
+
+
+def test_run_line_states_durations_over_a_day():
+    from signoff.report import run_line
+    meta = {"started": "2026-12-01T00:00:00+00:00", "finished": "2026-12-02T01:00:05+00:00",
+            "operator": "a@b", "suite_version": "0.1.0"}
+    assert "UTC (25 h 0 min) by a@b" in run_line(meta)  # was "(60 min 5 s)": timedelta.seconds
+    assert "(1 min 5 s)" in run_line({**meta, "finished": "2026-12-01T00:01:05+00:00"})

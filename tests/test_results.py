@@ -144,3 +144,41 @@ def test_interrupted_run_with_a_fail_already_found_fails(tmp_path):
     res2 = Results(tmp_path / "r2.json", {})
     res2.add({"status": "ERROR"})  # could not measure, then Ctrl-C: nothing proves it broken
     assert res2.finish(interrupted=True) == "INCOMPLETE"
+
+
+def strict(text: str):
+    """json.loads as a strict parser reads it: NaN and Infinity are not JSON."""
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_nan_loss_is_written_as_strict_json_in_every_file(tmp_path):
+    """A NaN loss is what train_loss_falls catches: results.json, its log and junit.xml stay
+    valid for strict parsers, the value written as a string."""
+    res = Results(tmp_path / "results.json", {"profile": "local"})
+    res.add({"test": "acceptance/test_training.py::test_train_loss_falls[n1]", "criterion": "train_loss_falls",
+             "host": "n1", "status": "FAIL", "measured": float("nan"), "message": "n1: loss NaN",
+             "details": {"losses": [2.1, float("inf"), float("-inf")]}})
+    res.finish()
+    doc = strict((tmp_path / "results.json").read_text())
+    assert doc["results"][0]["measured"] == "NaN"
+    assert doc["results"][0]["details"]["losses"] == [2.1, "Infinity", "-Infinity"]
+    assert [strict(ln) for ln in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert strict(json.dumps(rebuild(tmp_path), allow_nan=False))["results"][0]["measured"] == "NaN"
+
+
+def test_junit_holds_ansi_colours_and_control_characters_as_valid_xml(tmp_path):
+    """fio's stderr with colours (ESC [ 31 m) and a stray bell: CI's parser must read the file."""
+    import xml.etree.ElementTree as ET
+
+    from signoff import junit
+    msg = "n1: fio failed: \x1b[31merror\x1b[0m: bad \x07 file"
+    doc = {"meta": {"profile": "local"}, "verdict": "FAIL",
+           "results": [{"test": "acceptance/test_storage.py::test_storage_read_seq[n1]", "host": "n1",
+                        "status": "ERROR", "message": msg, "duration_s": 1.0, "expected": ">= 1 \x1b[1mGB/s"}]}
+    junit.write(tmp_path / "junit.xml", doc)
+    root = ET.parse(tmp_path / "junit.xml").getroot()  # raised "not well-formed" before
+    err = root.find(".//error")
+    assert err.text == "n1: fio failed: error: bad \ufffd file" and err.get("message") == err.text
+    assert {p.get("name"): p.get("value") for p in root.iter("property")}["expected"] == ">= 1 GB/s"
