@@ -157,7 +157,8 @@ def test_a_nan_loss_is_written_as_strict_json_in_every_file(tmp_path):
     """A NaN loss is what train_loss_falls catches: results.json, its log and junit.xml stay
     valid for strict parsers, the value written as a string."""
     res = Results(tmp_path / "results.json", {"profile": "local"})
-    res.add({"test": "acceptance/test_training.py::test_train_loss_falls[n1]", "criterion": "train_loss_falls",
+    res.add({"test": "acceptance/test_training.py::test_train_loss_falls[n1]",
+             "criterion": "train_loss_falls",
              "host": "n1", "status": "FAIL", "measured": float("nan"), "message": "n1: loss NaN",
              "details": {"losses": [2.1, float("inf"), float("-inf")]}})
     res.finish()
@@ -176,7 +177,8 @@ def test_junit_holds_ansi_colours_and_control_characters_as_valid_xml(tmp_path):
     msg = "n1: fio failed: \x1b[31merror\x1b[0m: bad \x07 file"
     doc = {"meta": {"profile": "local"}, "verdict": "FAIL",
            "results": [{"test": "acceptance/test_storage.py::test_storage_read_seq[n1]", "host": "n1",
-                        "status": "ERROR", "message": msg, "duration_s": 1.0, "expected": ">= 1 \x1b[1mGB/s"}]}
+                        "status": "ERROR", "message": msg, "duration_s": 1.0,
+                        "expected": ">= 1 \x1b[1mGB/s"}]}
     junit.write(tmp_path / "junit.xml", doc)
     root = ET.parse(tmp_path / "junit.xml").getroot()  # raised "not well-formed" before
     err = root.find(".//error")
