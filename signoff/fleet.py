@@ -127,6 +127,12 @@ def parse_probe_output(host: str, probe: str, result) -> dict:
     if result.timed_out:
         raise ProbeError(f"{host}: probe {probe} overran its {result.timeout:.0f} s timeout "
                          f"and was killed on the host", tail)
+    if result.signal:
+        took = f" after {result.elapsed:.1f} s" if result.elapsed is not None else ""
+        why = ("not its timeout: the kernel's OOM killer when the host ran out of memory (see its "
+               "dmesg), or another process" if result.signal == "SIGKILL" else "it crashed")
+        raise ProbeError(f"{host}: probe {probe} was ended by {result.signal}{took} of its "
+                         f"{result.timeout:.0f} s timeout ({why})", tail)
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith("{")]
     if result.rc != 0 or not lines:
         # the probe's own error says why; stderr (progress events, tracebacks) goes to details

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import socket
 import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,6 +34,7 @@ class CommandResult:
     stdout: str
     stderr: str
     timeout: float
+    elapsed: float | None = None  # s, as the controller saw it (None: not measured)
 
     @property
     def ok(self) -> bool:
@@ -39,8 +42,20 @@ class CommandResult:
 
     @property
     def timed_out(self) -> bool:
-        # coreutils timeout: 124 after TERM, 137 after the KILL that follows -k
-        return self.rc in (124, 137)
+        # coreutils timeout: 124 after TERM, 137 after the KILL that follows -k; a 137 well
+        # before the limit is a SIGKILL from elsewhere (the OOM killer), not the timeout
+        return self.rc == 124 or (self.rc == 137 and (self.elapsed is None or self.elapsed >= self.timeout))
+
+    @property
+    def signal(self) -> str | None:
+        """The signal that ended the command (SIGKILL, SIGABRT, ...), if one did and it was
+        not its timeout."""
+        if self.timed_out or not 128 < self.rc < 128 + 65:
+            return None
+        try:
+            return signal.Signals(self.rc - 128).name
+        except ValueError:
+            return f"signal {self.rc - 128}"
 
 
 class HostUnreachable(Exception):
@@ -196,16 +211,18 @@ class LocalTransport(Transport):
         self.ctx = Context(InvokeConfig(overrides={"runners": {"local": _InterruptibleLocal}}))
 
     def run(self, command: str, timeout: float) -> CommandResult:
+        t0 = time.monotonic()
         try:
             r = self.ctx.run(guarded(command, timeout), hide=True, warn=True, in_stream=False,
                              timeout=timeout + 2 * KILL_GRACE_S)
         except CommandTimedOut as exc:
             return CommandResult(command, 124, exc.result.stdout, exc.result.stderr, timeout)
-        return CommandResult(command, r.exited, r.stdout, r.stderr, timeout)
+        return CommandResult(command, r.exited, r.stdout, r.stderr, timeout, time.monotonic() - t0)
 
     def run_stream(self, command: str, timeout: float, on_line) -> CommandResult:
+        t0 = time.monotonic()
         rc, out, err = stream.run_local(guarded(command, timeout), timeout + 2 * KILL_GRACE_S, on_line)
-        return CommandResult(command, rc, out, err, timeout)
+        return CommandResult(command, rc, out, err, timeout, time.monotonic() - t0)
 
     def put(self, local: Path, remote: str) -> None:
         Path(remote).write_bytes(Path(local).read_bytes())
@@ -271,6 +288,7 @@ class SSHTransport(Transport):
 
     def run(self, command: str, timeout: float) -> CommandResult:
         self.connect()
+        t0 = time.monotonic()
         try:
             r = self.conn.run(guarded(command, timeout), hide=True, warn=True, in_stream=False,
                               timeout=timeout + 2 * KILL_GRACE_S)
@@ -278,17 +296,18 @@ class SSHTransport(Transport):
             return CommandResult(command, 124, exc.result.stdout, exc.result.stderr, timeout)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise HostUnreachable(self.host.name, f"connection lost: {exc}") from exc
-        return CommandResult(command, r.exited, r.stdout, r.stderr, timeout)
+        return CommandResult(command, r.exited, r.stdout, r.stderr, timeout, time.monotonic() - t0)
 
     def run_stream(self, command: str, timeout: float, on_line) -> CommandResult:
         self.connect()
+        t0 = time.monotonic()
         try:
             channel = self.conn.client.get_transport().open_session()
             rc, out, err = stream.run_channel(channel, guarded(command, timeout),
                                               timeout + 2 * KILL_GRACE_S, on_line)
         except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
             raise HostUnreachable(self.host.name, f"connection lost: {exc}") from exc
-        return CommandResult(command, rc, out, err, timeout)
+        return CommandResult(command, rc, out, err, timeout, time.monotonic() - t0)
 
     def put(self, local: Path, remote: str) -> None:
         self.connect()

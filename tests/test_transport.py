@@ -222,3 +222,23 @@ def test_silent_port_says_no_banner_and_is_contacted_once():
                      f"connections but no sshd answers there (hung sshd, or another service on the port)")
     assert 1.5 < took < 8
     assert all(c == first and s < 1 for c, s in causes[1:]), causes
+
+
+def test_a_sigkill_before_the_limit_is_not_reported_as_a_timeout():
+    """A probe SIGKILLed after a second (the OOM killer does this) exits 137 like a timeout's
+    KILL: the elapsed time tells them apart, and the message says which."""
+    from signoff.fleet import ProbeError, parse_probe_output
+    t = LocalTransport(Host(name="localhost", address=LOCAL))
+    r = t.run("echo started; kill -9 $$", 120)
+    assert r.rc == 137 and not r.timed_out and r.signal == "SIGKILL" and r.elapsed < 120
+    with pytest.raises(ProbeError) as exc:
+        parse_probe_output("n1", "train", r)
+    msg = str(exc.value)
+    assert msg.startswith("n1: probe train was ended by SIGKILL after ") and "of its 120 s timeout" in msg
+    assert "not its timeout: the kernel's OOM killer" in msg and "overran" not in msg
+    r = t.run("kill -ABRT $$", 120)
+    assert r.signal == "SIGABRT" and not r.timed_out
+    r = t.run("trap '' TERM; sleep 30", 1)  # deaf to TERM: timeout's KILL after its grace
+    assert r.rc == 137 and r.timed_out and r.signal is None
+    with pytest.raises(ProbeError, match="overran its 1 s timeout"):
+        parse_probe_output("n1", "train", r)
