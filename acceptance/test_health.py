@@ -73,7 +73,11 @@ def test_sdc(host, fleet, check, health):
             continue
         if not other.get("error") and sdc_class(other) == key:
             peers[n] = judge.sdc_host(other)[1]
-    fails += judge.sdc_fleet(peers, host.name)
+    against, ties = judge.sdc_fleet(peers, host.name)
+    fails += against
+    if ties and not fails:  # nothing here says which host computes wrongly: never blame the good one
+        raise ProbeError(f"{host}: silent-data-corruption vote: {'; '.join(ties)}: the hosts of its class "
+                         f"disagree with no majority, so neither is judged; add a third host of the class")
     check.require(fails, f"{len(doc['devices'])} device(s) x {', '.join(doc['ops'])}; "
                   f"{len(peers)} host(s) of its class", "the same bits as the other GPUs of the host "
                   "and the hosts of its class", SDC, cause="a GPU (or CPU) that computes wrongly: "

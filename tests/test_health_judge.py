@@ -25,9 +25,12 @@ def test_sdc_two_gpus_disagreeing_have_no_majority_and_unstable_repeats_fail():
 
 def test_sdc_across_hosts_majority():
     c = {"n1": {"gemm_fp32": "a"}, "n2": {"gemm_fp32": "a"}, "n3": {"gemm_fp32": "b"}}
-    assert judge.sdc_fleet(c, "n1") == []
-    assert judge.sdc_fleet(c, "n3") == ["gemm_fp32 result b differs from a on n1, n2"]
-    assert judge.sdc_fleet({"n1": {"gemm_fp32": "a"}}, "n1") == []  # alone: nothing to compare
+    assert judge.sdc_fleet(c, "n1") == ([], [])
+    assert judge.sdc_fleet(c, "n3") == (["gemm_fp32 result b differs from a on n1, n2"], [])
+    assert judge.sdc_fleet({"n1": {"gemm_fp32": "a"}}, "n1") == ([], [])  # alone: nothing to compare
+    two = {"n1": {"gemm_fp32": "a"}, "n2": {"gemm_fp32": "b"}}  # 1-1: no culprit, neither blamed
+    assert judge.sdc_fleet(two, "n1") == ([], ["gemm_fp32: no majority among the hosts of its class "
+                                               "(n1=a; n2=b)"])
 
 
 def test_counters_reset_and_a_vanished_port():

@@ -4,9 +4,11 @@ it by name; the data interfaces' real veth counters, read before and after real 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from lab import Lab
-from test_lab_acceptance import accept, by_key
+from test_lab_acceptance import _only, accept, by_key
 from test_network_lab import LAB, inventory
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
@@ -51,3 +53,18 @@ def test_one_host_computing_wrongly_fails_by_name(lab, tmp_path):
     assert bad["status"] == "FAIL" and "gemm_fp32 result" in bad["message"], bad["message"]
     assert "on lab1, lab2" in bad["message"] and "reduce_fp32" not in bad["message"].split(" (expected")[0]
     assert bad["details"]["injected"] == "gemm_fp32"
+
+
+def test_two_hosts_that_disagree_are_both_errors_never_the_healthy_one_failed(lab, tmp_path):
+    """Two hosts of a class, lab2's GEMM perturbed (fault injection): a 1-1 vote names no
+    culprit, so neither FAILs as corrupt; both ERROR saying why (a third host decides)."""
+    inv = _only(Path(inventory(lab, tmp_path, lab2={"env": {"SIGNOFF_SDC_PERTURB": "gemm_fp32"}})),
+                ["lab1", "lab2"])
+    rc, res, out = accept(tmp_path, "acceptance/test_health.py", "-k", "sdc", "--inventory", str(inv),
+                          "--profile", LAB)
+    r = by_key(res)
+    for h in ("lab1", "lab2"):
+        sdc = r[("sdc", h)]
+        assert sdc["status"] == "ERROR", (h, sdc["message"])
+        assert "gemm_fp32: no majority among the hosts of its class (lab1=" in sdc["message"]
+        assert "neither is judged; add a third host of the class" in sdc["message"]

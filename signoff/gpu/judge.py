@@ -68,22 +68,23 @@ def _dev(d: str, v: dict) -> str:
     return "the CPU" if v.get("name") == "cpu" else f"GPU {d}"
 
 
-def sdc_fleet(consensus: dict[str, dict], host: str) -> list[str]:
+def sdc_fleet(consensus: dict[str, dict], host: str) -> tuple[list[str], list[str]]:
     """Hosts of one class (same device, torch, CUDA, size): `host`'s results against the
-    majority of those hosts', per op."""
-    fails = []
+    majority of those hosts', per op: (where it differs from a majority, ties). A tie (two
+    hosts, one result each) names no culprit: the healthy one is never blamed."""
+    fails, ties = [], []
     for op, mine in consensus[host].items():
         sums = {h: c.get(op) for h, c in consensus.items() if c.get(op)}
         if mine is None or len(sums) < 2:
             continue
         value, clear = majority(sums)
         if not clear:
-            fails.append(f"{op}: no majority among the hosts of its class "
-                         f"({'; '.join(f'{h}={s[:12]}' for h, s in sorted(sums.items()))})")
+            ties.append(f"{op}: no majority among the hosts of its class "
+                        f"({'; '.join(f'{h}={s[:12]}' for h, s in sorted(sums.items()))})")
         elif mine != value:
             others = sorted(h for h, s in sums.items() if s == value)
             fails.append(f"{op} result {mine[:12]} differs from {value[:12]} on {', '.join(others)}")
-    return fails
+    return fails, ties
 
 
 def hbm_outliers(gpus: dict[str, float], min_ratio: float) -> tuple[float, list[str]]:
