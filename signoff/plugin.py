@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import time
 from collections import Counter
@@ -214,6 +215,7 @@ def pytest_configure(config):
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     rd = Path(config.getoption("report_dir") or ROOT / "reports" / stamp)
     try:
+        _start_clean(rd)
         (rd / "hosts").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise pytest.UsageError(f"--report-dir {rd}: cannot create it: {exc.strerror}") from None
@@ -238,6 +240,19 @@ def pytest_configure(config):
     # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _interrupt(state))
+
+
+# What a run writes in its report directory; a reused --report-dir loses an earlier run's
+# (never mixed into this one: its hosts/*.json would be read as this run's hosts)
+RUN_FILES = ("results.json", "results.jsonl", "junit.xml", "report.html", "report.md")
+RUN_DIRS = ("hosts", "soak")
+
+
+def _start_clean(rd: Path) -> None:
+    for name in RUN_FILES:
+        (rd / name).unlink(missing_ok=True)
+    for name in RUN_DIRS:
+        shutil.rmtree(rd / name, ignore_errors=True)
 
 
 def _interrupt(state: State):

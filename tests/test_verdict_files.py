@@ -100,3 +100,19 @@ def test_a_fail_then_a_teardown_error_keeps_both_reasons(tmp_path):
     (rec,) = json.loads((tmp_path / "r" / "results.json").read_text())["results"]
     assert rec["status"] == "ERROR"
     assert "cleanup could not reach the host" in rec["message"] and "busbw 12 GB/s" in rec["message"]
+
+
+def test_a_reused_report_dir_holds_this_run_alone(tmp_path):
+    """An earlier run's files in --report-dir (its hosts/*.json above all) never join this run."""
+    rd = tmp_path / "r"
+    (rd / "hosts").mkdir(parents=True)
+    (rd / "hosts" / "ghost017.json").write_text(json.dumps({"python": "3.9", "hostname": "ghost017"}))
+    (rd / "soak").mkdir()
+    (rd / "soak" / "ghost017.jsonl").write_text("{}\n")
+    (rd / "notes.txt").write_text("the user's own file")
+    run("--report-dir", str(rd), "--profile", "local", "-k", "torch_cuda_build", "--partial")
+    doc = json.loads((rd / "results.json").read_text())
+    assert list(doc["hosts"]) == ["localhost"] and doc["meta"]["hosts"] == ["localhost"]
+    assert not (rd / "hosts" / "ghost017.json").exists() and not (rd / "soak").exists()
+    assert "ghost017" not in (rd / "report.html").read_text()
+    assert (rd / "notes.txt").read_text() == "the user's own file"  # only the run's own files go
