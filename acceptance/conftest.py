@@ -1,6 +1,7 @@
 import pytest
 
 from signoff.check import class_guard, not_applicable
+from signoff.fleet import ProbeError
 from signoff.plugin import HostView
 
 
@@ -11,6 +12,8 @@ def gpus(host, profile) -> list[dict]:
         return host.gpus
     nv = host.facts["nvidia"]
     why = nv.get("error") or "NVML reports no GPU"
+    if host.hidden_gpus and host.lacks_nvml:  # the wrong interpreter: could not measure
+        raise ProbeError(f"{host}: {host.hidden_gpus}")
     if host.hidden_gpus:  # GPUs present but unusable: never N.A., whatever the profile
         pytest.fail(f"{host}: {host.hidden_gpus}; likely cause: driver not loaded or "
                     f"nvidia-ml-py missing in the probe's Python", pytrace=False)

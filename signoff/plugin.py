@@ -394,8 +394,19 @@ class HostView:
         pci = nv.get("pci_devices") or 0
         if self.gpus or not (pci or nv.get("driver_loaded")):
             return None
+        if self.lacks_nvml:
+            torch = "" if (self.facts.get("torch") or {}).get("version") else " (and torch)"
+            return (f"{pci} NVIDIA GPU(s) on the PCI bus, but the probes' interpreter "
+                    f"{self.facts['python_executable']} lacks nvidia-ml-py{torch}, so NVML cannot be "
+                    f"read: it is not the training environment; name that with --python PATH or the "
+                    f"inventory's python: for {self.name}")
         return (f"{pci} NVIDIA GPU(s) on the PCI bus but NVML sees none "
                 f"({nv.get('error') or 'no device'}; probe Python {self.facts['python_executable']})")
+
+    @property
+    def lacks_nvml(self) -> bool:
+        """The probes' interpreter cannot import nvidia-ml-py (a wrong environment, not a fault)."""
+        return "pynvml) not importable" in str(self.facts["nvidia"].get("error") or "")
 
     def __str__(self) -> str:
         return self.name
@@ -444,13 +455,19 @@ def fleet(pytestconfig):
 def profile(pytestconfig, fleet) -> profiles.Profile:
     state = pytestconfig.stash[STATE]
     if state.profile is None:
-        views = [HostView(n, f, None) for n, f in fleet.all_facts().items() if isinstance(f, dict)]
-        hidden = [f"{v.name}: {v.hidden_gpus}" for v in views if v.hidden_gpus]
-        if hidden:  # a broken driver must not make a GPU cluster look like a CPU one
-            raise InputError(f"--profile auto: {'; '.join(hidden)}; fix NVML or pass --profile")
-        seen = [v.hardware for v in views]
+        facts = fleet.all_facts()
+        views = [HostView(n, f, None) for n, f in facts.items() if isinstance(f, dict)]
+        # A host whose GPUs NVML cannot see is left out of the vote (a broken driver must not
+        # make a GPU cluster look like a CPU one); its own checks say why (the gpus fixture).
+        seen = [v.hardware for v in views if not v.hidden_gpus]
         if not seen:
-            raise InputError("--profile auto: no host answered, so no hardware class to match")
+            hidden = {v.name: v.hidden_gpus for v in views if v.hidden_gpus}
+            if hidden:
+                fix = "" if all(v.lacks_nvml for v in views if v.hidden_gpus) else "fix NVML or "
+                raise InputError(f"--profile auto: {causes(hidden)}; {fix}pass --profile")
+            why = {n: str(e) for n, e in facts.items() if isinstance(e, Exception)}
+            raise InputError(f"--profile auto: no host answered, so no hardware class to match: "
+                             f"{causes(why)}")
         # The majority's class picks the profile; an odd host then fails its class checks.
         key, _ = Counter(tuple(sorted(h.items())) for h in seen).most_common(1)[0]
         state.profile = profiles.auto_select(dict(key))
@@ -458,6 +475,14 @@ def profile(pytestconfig, fleet) -> profiles.Profile:
             state.results.set_meta(profile=state.profile.name,
                                    profile_class=state.profile.describe_class())
     return state.profile
+
+
+def causes(why: dict[str, str]) -> str:
+    """Per-host causes, each cause once with its hosts folded: 'lab[1-3]: in use by ...'."""
+    by: dict[str, list[str]] = {}
+    for name, text in why.items():
+        by.setdefault(text.removeprefix(f"{name}: "), []).append(name)
+    return "; ".join(f"{hostlist.fold(names)}: {text}" for text, names in by.items())
 
 
 @pytest.fixture

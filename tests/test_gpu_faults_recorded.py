@@ -240,3 +240,25 @@ def test_recorded_h200_allreduce_on_fewer_gpus_errors_keeping_its_rows(tmp_path)
     assert r["status"] == "ERROR", r
     assert "all-reduce ran on 1 of the 2 GPUs" in r["message"]
     assert r["details"]["rows"] == rec["details"]["rows"] and r["details"]["local_ranks"] == 1
+
+
+def test_an_interpreter_without_nvidia_ml_py_is_named_not_blamed_on_nvml(tmp_path):
+    """The recorded H200 as its sysinfo reads in an interpreter lacking nvidia-ml-py and torch
+    (injected: the GPUs stay on the PCI bus): the checks ERROR naming that interpreter and
+    what it lacks; under --profile auto too, never 'fix NVML'."""
+    facts = json.loads(RECORDED.read_text())["hosts"]["localhost"]
+    facts["nvidia"] = {"available": False, "error": "nvidia-ml-py (pynvml) not importable: No module "
+                       "named 'pynvml'", "pci_devices": 2, "driver_loaded": True}
+    facts["torch"] = {"version": None, "error": "torch not importable: No module named 'torch'"}
+    facts["python_executable"] = "/usr/bin/python3"
+    inv = recorded_inventory(tmp_path, facts)
+    lacks = ("2 NVIDIA GPU(s) on the PCI bus, but the probes' interpreter /usr/bin/python3 lacks "
+             "nvidia-ml-py (and torch), so NVML cannot be read")
+    res = run(tmp_path, inv, "acceptance/test_gpu_health.py", "-k", "ecc_enabled or gpu_count")
+    for r in res.values():
+        assert r["status"] == "ERROR" and lacks in r["message"], r
+        assert "--python PATH or the inventory's python: for gpunode" in r["message"]
+    res = run(tmp_path, inv, "acceptance/test_gpu_health.py", "-k", "ecc_enabled", profile="auto")
+    msg = res["ecc_enabled"]["message"]
+    assert res["ecc_enabled"]["status"] == "ERROR" and f"--profile auto: gpunode: {lacks}" in msg, msg
+    assert "fix NVML" not in msg and msg.endswith("; pass --profile")

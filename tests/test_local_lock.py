@@ -61,3 +61,18 @@ def test_recorded_gpu_runs_wait_for_the_local_lock(tmp_path):
     with local_lock_held():  # its run is inline: the test itself must pass
         test_gpu_in_use_recorded.test_recorded_h200_with_another_process_on_gpu1_is_reported(
             tmp_path / "in_use")
+
+
+def test_a_locked_host_under_profile_auto_names_the_lock_holder_in_every_check(tmp_path):
+    """Another run holds this machine's lock: every check of a second run (--profile auto,
+    --lock-wait 0) names that run, its owner and --lock-wait, not 'no host answered' alone."""
+    other = Fleet(local_inventory(sys.executable), run="20261201T000000Z-other-1", lock_wait=300)
+    other.facts("localhost")  # holds the lock until closed
+    try:
+        test_cli.run("-k", "version or gpu_count", "--partial", "--profile", "auto", "--lock-wait", "0",
+                     "--report-dir", str(tmp_path))
+    finally:
+        other.close()
+    msgs = [r["message"] for r in json.loads((tmp_path / "results.json").read_text())["results"]]
+    assert msgs and all("in use by another signoff run: run 20261201T000000Z-other-1 by " in m
+                        and "--lock-wait waits for it" in m for m in msgs), msgs
