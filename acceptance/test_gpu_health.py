@@ -4,7 +4,7 @@ from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.profiles import matches
 
-AZURE = "Azure azurehpc-health-checks (shared/reference/thresholds.md)"
+AZURE = "Azure azurehpc-health-checks (github.com/Azure/azurehpc-health-checks, conf/<sku>.conf)"
 RULE = "signoff acceptance rule"
 
 

@@ -9,9 +9,9 @@ from signoff.soak import judge as soak
 from signoff.soak.plugin import soaked
 
 RULE = "signoff acceptance rule"
-COUNTERS = ("ClusterMAX's passive PCIe / link-flap / IB-counter monitoring (shared/reference/peers.md); "
+COUNTERS = ("SemiAnalysis ClusterMAX's passive PCIe / link-flap / IB-counter monitoring (clustermax.ai); "
             "signoff rule: no error counter grows during the sign-off")
-SDC = ("ClusterMAX's silent-data-corruption test (shared/reference/peers.md); signoff rule: identical "
+SDC = ("SemiAnalysis ClusterMAX's silent-data-corruption test (clustermax.ai); signoff rule: identical "
        "seeded computations give identical bits on every GPU and host of a class (majority vote)")
 
 

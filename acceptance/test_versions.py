@@ -9,7 +9,8 @@ PARITY_SOURCE = "majority of hosts in this run"
 # CUDA major of the torch build -> the oldest driver branch that runs it
 DRIVER_FOR_CUDA = {11: "450.80.02", 12: "525", 13: "580"}
 UNIQUE_SOURCE = "machine-id, boot id, network namespace and GPU UUIDs of every host in this run"
-COMPAT_SOURCE = "NVIDIA CUDA compatibility docs (shared/reference/thresholds.md)"
+COMPAT_SOURCE = ("NVIDIA CUDA compatibility docs (docs.nvidia.com/deploy/cuda-compatibility: driver >= 525 "
+                 "for CUDA 12.x, >= 580 for 13.x; docs/reference-figures.md)")
 
 
 def test_version_parity(host, fleet, check):

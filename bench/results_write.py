@@ -28,7 +28,7 @@ def record(host: int, check: int) -> dict:
     return {"test": f"acceptance/test_gpu_health.py::test_check{check:02d}[node{host:04d}]",
             "criterion": f"check{check:02d}", "host": f"node{host:04d}", "status": "PASS",
             "message": "", "duration_s": 0.123, "measured": 812.5, "expected": ">= 700",
-            "unit": "GB/s", "source": "shared/reference/thresholds.md: NVIDIA H200 SXM datasheet",
+            "unit": "GB/s", "source": "NVIDIA H200 SXM datasheet",
             "details": {"per_gpu": [812.5 + g for g in range(8)], "notes": ["x" * 400],
                         "env": {"NCCL_DEBUG": "INFO", "NCCL_NVLS_ENABLE": "0"}}}
 

@@ -201,6 +201,12 @@ def pytest_configure(config):
         inv = _load_inventory(config)
         arg = config.getoption("profile")
         prof = None if arg == "auto" else profiles.load(arg)
+        if prof is not None and prof.abstract:  # its gaps would ERROR on every healthy host
+            kids = [n for n in profiles.available()
+                    if prof.name in (k := profiles.load(n)).chain and not k.abstract]
+            raise InputError(f"--profile {arg}: {prof.name} is a class base (abstract: true), not a "
+                             f"profile to sign off with: use {', '.join(kids) or 'one that extends it'} "
+                             f"(or --profile auto)")
         config.hook.pytest_signoff_check_options(config=config, inventory=inv, profile=prof)
         tolerance = baseline.tolerance_arg(config.getoption("baseline_tolerance"))
         base = baseline.load(config.getoption("baseline")) if config.getoption("baseline") else None

@@ -5,7 +5,7 @@ error, never a silent pass."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -19,6 +19,11 @@ HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
                  "nvlinks", "pcie_gen", "pcie_width"}  # per GPU: NVLinks, PCIe link of the class
 INTERCONNECTS = {"nvlink", "pcie", "any"}
 LIMIT_KEYS = ("min", "max", "equals")
+# On a criterion: `provisional: "derived: <rule>"` marks a threshold derived from another
+# class's figures by a stated rule (no public figure for this class); judged like any other,
+# shown beside the figure (PROVISIONAL below). `uncalibrated: "<why, how to calibrate>"` alone says
+# that no figure or rule holds for the class: the check ERRORs with that text (docs/thresholds.md).
+PROVISIONAL = "provisional threshold: calibrate on a known-good node"
 
 
 def top_keys() -> set[str]:
@@ -35,6 +40,7 @@ class Threshold:
     source: str
     profile: str
     extra: dict = field(default_factory=dict)
+    provisional: str = ""  # "derived: <rule>" where no public figure exists for the class
 
     def ok(self, measured) -> bool:
         a, b = measured, self.value
@@ -66,7 +72,8 @@ class Threshold:
         if self.extra.get("branches"):
             return (f">= its branch's minimum ({' / '.join(self.extra['branches'])}; a newer branch "
                     f">= {max(self.extra['branches'], key=version_tuple)}) {self.unit}").strip()
-        return f"{sign} {self.value} {self.unit}".strip()
+        text = f"{sign} {self.value} {self.unit}".strip()
+        return f"{text} ({PROVISIONAL})" if self.provisional else text
 
     def __str__(self) -> str:
         return f"expected {self.expected} ({self.profile}, source: {self.source})"
@@ -83,12 +90,14 @@ class Profile:
     chain: list[str] = field(default_factory=list)
     sections: dict = field(default_factory=dict)  # family sections (soak: the sustained load)
     baseline: dict = field(default_factory=dict)  # --baseline tolerances: tolerance, criteria
+    uncalibrated: dict[str, str] = field(default_factory=dict)  # criterion -> why none, how to set
 
     def threshold(self, criterion: str) -> Threshold:
         """The threshold for a criterion; a missing one is an error, not a pass."""
         if criterion not in self.criteria:
+            why = f" ({self.uncalibrated[criterion]})" if criterion in self.uncalibrated else ""
             raise InputError(
-                f"profile {self.name} ({self.path}) has no threshold for {criterion!r}: "
+                f"profile {self.name} ({self.path}) has no threshold for {criterion!r}{why}: "
                 f"add criteria.{criterion} with a limit, unit and source"
             )
         return self.criteria[criterion]
@@ -190,7 +199,7 @@ def _threshold(name, spec, path, profile) -> Threshold:
         raise InputError(f"{w}: unknown criterion (known: {', '.join(sorted(known))})")
     if not isinstance(spec, dict):
         raise InputError(f"{w}: expected a mapping with one of min/max/equals, unit and source")
-    allowed = set(LIMIT_KEYS) | {"unit", "source"} | set(known[name].get("extra", ())) \
+    allowed = set(LIMIT_KEYS) | {"unit", "source", "provisional"} | set(known[name].get("extra", ())) \
         | ({"attempts"} if known[name].get("retry") else set())  # signoff/retry.py
     unknown = sorted(set(spec) - allowed)
     if unknown:
@@ -213,13 +222,35 @@ def _threshold(name, spec, path, profile) -> Threshold:
     for key in ("unit", "source"):
         if not isinstance(spec.get(key), str) or not spec[key].strip():
             raise InputError(f"{w}.{key}: missing (every threshold needs a unit and a source)")
-    extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source")}
+    provisional = spec.get("provisional", "")
+    if "provisional" in spec and (not isinstance(provisional, str)
+                                  or not provisional.startswith("derived:")
+                                  or not provisional.removeprefix("derived:").strip()):
+        raise InputError(f"{w}.provisional: expected \"derived: <the rule>\" (how the figure was "
+                         f"derived from other figures), got {provisional!r}")
+    extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source", "provisional")}
     if known[name].get("retry"):
         retry.check(extra, w)
     check = getattr(families.family(name), "check_extra", None)
     if check:  # the family's own rules for its extra keys
         check(name, value, extra, w)
-    return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra)
+    return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra, provisional)
+
+
+def _uncalibrated(name, spec, path) -> str | None:
+    """`criterion: {uncalibrated: "why, and how to calibrate"}`: the reason, else None."""
+    if not isinstance(spec, dict) or "uncalibrated" not in spec:
+        return None
+    w = _where(path, f"criteria.{name}")
+    if name not in families.criteria():
+        raise InputError(f"{w}: unknown criterion (known: {', '.join(sorted(families.criteria()))})")
+    if set(spec) != {"uncalibrated"}:
+        raise InputError(f"{w}.uncalibrated: stands alone (no threshold beside it), got "
+                         f"{', '.join(sorted(set(spec) - {'uncalibrated'}))}")
+    why = spec["uncalibrated"]
+    if not isinstance(why, str) or not why.strip():
+        raise InputError(f"{w}.uncalibrated: expected the reason and how to calibrate, got {why!r}")
+    return why.strip()
 
 
 def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> Profile:
@@ -243,15 +274,22 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
     criteria = {}
     if parent:
         # Inherited thresholds keep their values but are judged under the child's name.
-        criteria = {k: Threshold(t.criterion, t.op, t.value, t.unit, t.source, name, t.extra)
-                    for k, t in parent.criteria.items()}
+        criteria = {k: replace(t, profile=name) for k, t in parent.criteria.items()}
+    uncalibrated = dict(parent.uncalibrated) if parent else {}
     crit = data.get("criteria") or {}
     if not isinstance(crit, dict):
         raise InputError(f"{_where(path, 'criteria')}: expected a mapping of criterion -> threshold")
     for cname, spec in crit.items():
-        if spec is None and cname in criteria:  # `criterion: null` drops an inherited one
-            del criteria[cname]
+        if spec is None and (cname in criteria or cname in uncalibrated):  # drops an inherited one
+            criteria.pop(cname, None)
+            uncalibrated.pop(cname, None)
             continue
+        why = _uncalibrated(cname, spec, path)
+        if why is not None:
+            criteria.pop(cname, None)
+            uncalibrated[cname] = why
+            continue
+        uncalibrated.pop(cname, None)
         criteria[cname] = _threshold(cname, spec, path, name)
     sections = dict(parent.sections) if parent else {}
     for key, merge in families.sections().items():
@@ -270,6 +308,7 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
         criteria=criteria,
         chain=[*(parent.chain if parent else []), name],
         sections=sections,
+        uncalibrated=uncalibrated,
     )
 
 

@@ -374,12 +374,18 @@ def retried_section(records: list[dict]) -> str:
             f"<th>attempts</th><th>spread</th><th>judged</th></tr>{rows}</table>{more}")
 
 
+def _source(t) -> str:
+    """A threshold's source, and the rule of a provisional one (signoff/profiles.py)."""
+    rule = getattr(t, "provisional", "")
+    return f"{t.source}; provisional, {rule}" if rule else t.source
+
+
 def profile_block(profile) -> str:
     if profile is None:
         return "<h2>Profile</h2><p>not resolved</p>"
     rows = "".join(
         f"<tr><td>{escape(t.criterion)}</td><td>{escape(t.expected)}</td>"
-        f"<td>{escape(t.source)}</td></tr>" for t in profile.criteria.values())
+        f"<td>{escape(_source(t))}</td></tr>" for t in profile.criteria.values())
     hw = ", ".join(f"{k}={v}" for k, v in profile.hardware.items())
     return (f"<h2>Profile {escape(profile.name)}</h2><p>{escape(profile.description)}<br>"
             f"file {escape(shown_path(profile.path))}; inherits {' &rarr; '.join(map(escape, profile.chain))}"
@@ -447,7 +453,7 @@ def methodology(doc: dict, profile, methods: list) -> str:
         known = families.criteria()
         sources = "".join(f"<tr><td>{escape(t.criterion)}</td><td>{escape(t.expected)}</td>"
                           f"<td>{retry.count(t) if known.get(t.criterion, {}).get('retry') else 'never'}"
-                          f"</td><td>{escape(t.source)}</td></tr>" for t in profile.criteria.values())
+                          f"</td><td>{escape(_source(t))}</td></tr>" for t in profile.criteria.values())
         sources = (f"<h3>Threshold sources (profile {escape(profile.name)}, "
                    f"{escape(shown_path(profile.path))})</h3><table class='so-table'><tr><th>criterion"
                    f"</th><th>threshold</th><th>attempts</th><th>source</th></tr>{sources}</table>")

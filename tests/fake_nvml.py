@@ -1,6 +1,6 @@
 """A stand-in for the `pynvml` module, enough for signoff/soak/probe_soak.py: GPUs heat up under
 load towards a set temperature, sit at the power cap with reason 0x4, and can be told to
-throttle, lose an XID or an ECC error. Values follow shared/reference/thresholds.md."""
+throttle, lose an XID or an ECC error. Values follow docs/reference-figures.md."""
 
 from __future__ import annotations
 

@@ -142,3 +142,9 @@ def test_all_pairs_run_in_n_minus_1_rounds():
         pairs = all_pairs(names)
         assert sorted(pairs) == sorted((a, b) for i, a in enumerate(names) for b in names[i + 1:])
         assert len(rounds(pairs)) == (n - 1 if n % 2 == 0 else n)
+
+
+def test_a_class_base_profile_is_refused_naming_the_profiles_that_extend_it():
+    p = run("--profile", "a100-8x-nvlink", "-k", "gpu_count")
+    _one_clear_message(p, "--profile a100-8x-nvlink: a100-8x-nvlink is a class base (abstract: true)",
+                       "use a100-40gb-8x-nvlink, a100-80gb-8x-nvlink (or --profile auto)")

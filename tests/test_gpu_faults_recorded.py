@@ -36,7 +36,7 @@ def faulty_h200(tmp_path: Path, inject=every_fault) -> Path:
     g0, g1 = facts["nvidia"]["gpus"]
     for g in (g0, g1):
         # recorded before sysinfo read power limits: the 700 W enforced limit read through NVML
-        # on H200 (shared/reference/measured-h200.md), default and range assumed the same
+        # on H200 (docs/h200.md, reports/examples/h200-1x), default and range assumed the same
         g["power"] = {"enforced_w": 700.0, "limit_w": 700.0, "default_w": 700.0,
                       "min_w": 200.0, "max_w": 700.0}
         g["nvlink"].setdefault("unreadable", {})
@@ -188,12 +188,11 @@ def test_recorded_h200_with_a_driver_below_its_branch_minimum_fails(tmp_path):
     assert "below branch 570's minimum 570.211.01" in r["message"]
 
 
-def test_recorded_h200_under_a100_figures_errors_on_the_missing_power_figure(tmp_path):
-    """The recorded (healthy) 2x H200 judged by the A100 profile's figures (its class made the
-    H200's): A100 has no referenced power figure, so power_limit ERRORs naming it."""
-    prof = tmp_path / "a100figures.yaml"
-    prof.write_text("extends: a100-8x-nvlink\nhardware: {gpu_model: 'NVIDIA H200', gpu_count: 2, "
-                    "nvlinks: 18, pcie_gen: 5}\n")
+def test_recorded_h200_under_a_profile_without_a_power_figure_errors_naming_it(tmp_path):
+    """The recorded (healthy) 2x H200 judged by a profile whose power figure is dropped
+    (`power_limit: null`): power_limit ERRORs naming the missing threshold, never a pass."""
+    prof = tmp_path / "nopower.yaml"
+    prof.write_text("extends: h200-2x-nvlink\ncriteria: {power_limit: null}\n")
     res = run(tmp_path, faulty_h200(tmp_path, lambda g0, g1: None), "acceptance/test_gpu_health.py",
               "-k", "power_limit", "--lock-wait", "300", profile=str(prof))
     assert res["power_limit"]["status"] == "ERROR", res["power_limit"]

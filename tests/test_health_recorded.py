@@ -171,7 +171,7 @@ HBM = {"probe": "hbm", "bytes": 1 << 30, "iters": 20, "errors": {}}
 
 
 def test_hbm_recorded_at_the_anchor_passes(tmp_path):
-    """4.24 TB/s on both GPUs: the anchor measured on one H200 (shared/reference/measured-h200.md)."""
+    """4.24 TB/s on both GPUs: the anchor measured on one H200 (docs/h200.md)."""
     inv = recorded_host(tmp_path)
     answer(tmp_path, "hbm.py", {**HBM, "gpus": {"0": 4.24, "1": 4.24}})
     res = judged(tmp_path, inv, "-k", "hbm")

@@ -64,7 +64,7 @@ def profiles_chain_files(p):
 
 
 def test_shipped_profiles_exist():
-    assert {"local", "nvidia-base", "h200-4x-nvlink", "a100-8x-nvlink"} <= set(
+    assert {"local", "nvidia-base", "h200-4x-nvlink", "a100-80gb-8x-nvlink"} <= set(
         profiles.available())
 
 
@@ -193,8 +193,12 @@ def test_matches_explains_a_class_mismatch():
     ({**H200, "gpu_count": 4}, "h200-4x-nvlink"),
     ({**H200, "gpu_count": 2}, "h200-2x-nvlink"),
     ({**H200, "gpu_count": 8}, "h200-8x-nvlink"),
-    ({"gpu_model": "NVIDIA A100-SXM4-80GB", "gpu_count": 8, "nvlink": True}, "a100-8x-nvlink"),
-    ({"gpu_model": "NVIDIA A100-PCIE-40GB", "gpu_count": 8, "nvlink": False}, "a100-8x-pcie"),
+    ({"gpu_model": "NVIDIA A100-SXM4-80GB", "gpu_count": 8, "nvlink": True}, "a100-80gb-8x-nvlink"),
+    ({"gpu_model": "NVIDIA A100-SXM4-40GB", "gpu_count": 8, "nvlink": True}, "a100-40gb-8x-nvlink"),
+    ({"gpu_model": "NVIDIA A100-PCIE-40GB", "gpu_count": 8, "nvlink": False}, "a100-40gb-8x-pcie"),
+    ({"gpu_model": "NVIDIA A100 80GB PCIe", "gpu_count": 8, "nvlink": False}, "a100-80gb-8x-pcie"),
+    ({"gpu_model": "NVIDIA L40S", "gpu_count": 8, "nvlink": False}, "l40s-8x-pcie"),
+    ({"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "nvlink": True}, "h100-8x-nvlink"),
     ({"gpu_model": None, "gpu_count": 0, "nvlink": False}, "local"),
     ({}, "local"),
 ])
@@ -255,7 +259,7 @@ def test_hopper_profiles_reject_an_old_driver(name):
     ("550.144.03", False, None),  # an older branch the table does not list
 ])
 def test_driver_is_judged_against_its_own_branch(version, ok, own):
-    """The clustermax table's minimum per branch (shared/reference/thresholds.md)."""
+    """The clustermax table's minimum per branch (clustermax.ai/minimum-versions.json)."""
     t = profiles.load("h200-1x").threshold("nvidia_driver_version")
     assert t.extra["branches"] == ["535.309.01", "570.211.01", "580.159.03"]
     assert t.ok(version) is ok
@@ -276,11 +280,10 @@ def test_driver_branches_are_validated(write_profile, tmp_path, body, err):
         profiles.load("br", base_dir=tmp_path)
 
 
-@pytest.mark.parametrize("name", ["a100-8x-nvlink", "a100-8x-pcie", "l40s-8x-pcie"])
-def test_power_limit_without_a_referenced_figure_is_missing(name):
-    """A datasheet TDP is no source here (not in shared/reference nor a recorded run): the
-    check ERRORs naming the missing figure, and the profile says why it has none."""
-    with pytest.raises(InputError, match="has no threshold for 'power_limit'"):
-        profiles.load(name).threshold("power_limit")
-    text = (profiles.PROFILE_DIR / f"{name}.yaml").read_text()
-    assert "# power_limit: no figure in shared/reference" in text
+@pytest.mark.parametrize("name, watts", [
+    ("a100-80gb-8x-nvlink", 400), ("a100-40gb-8x-nvlink", 400), ("a100-80gb-8x-pcie", 300),
+    ("a100-40gb-8x-pcie", 250), ("l40s-8x-pcie", 350), ("h100-8x-nvlink", 700)])
+def test_power_limit_is_the_class_rated_one(name, watts):
+    """The datasheet TDP or a capture's default limit (docs/reference-figures.md)."""
+    t = profiles.load(name).threshold("power_limit")
+    assert (t.value, t.unit) == (watts, "W") and not t.provisional

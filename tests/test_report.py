@@ -131,7 +131,7 @@ def test_cover_names_the_hosts_folded():
     assert "hosts (1000): node[0001-1000]<br>" in html and "Nothing failed." in html
 
 
-SRC = "RA-11333-001 table 6 (shared/reference/thresholds.md)"
+SRC = "NVIDIA DGX SuperPOD H100 reference architecture RA-11333-001, table 6"
 
 
 def test_cover_says_what_failed_where_measured_vs_threshold_and_why_without_the_citation():

@@ -66,7 +66,7 @@ def limit(name):
 
 def test_power_cap_only_burn_passes_every_criterion():
     """90 s burn on 4x H200: ~690 W, max 65 °C GPU / 54 °C memory, reason 0x4 only
-    (shared/reference/thresholds.md)."""
+    (docs/soak.md)."""
     s = series()
     gpu = soak.judge_temperature(s, "temp", limit("soak_gpu_temp").value, 30)
     assert gpu.failures == [] and 60 <= gpu.measured <= 65
@@ -114,7 +114,9 @@ def test_every_shipped_gpu_class_has_a_gemm_figure_or_says_it_is_missing():
         if p.abstract or not p.gpu_required:
             continue
         if "soak_gemm_tflops" in p.criteria:
-            assert p.criteria["soak_gemm_tflops"].value >= 600, name  # H100/H200 figures
+            t = p.criteria["soak_gemm_tflops"]
+            # H100/H200 figures are measured; the others derived from their burst rate, said so
+            assert t.value >= 600 or t.provisional.startswith("derived: "), name
         else:
             text = "".join((profiles.PROFILE_DIR / f"{n}.yaml").read_text() for n in p.chain)
             assert "soak_gemm_tflops: no measured sustained bf16 GEMM rate" in text or \
@@ -305,7 +307,7 @@ def test_soak_section_inherits_and_overrides(tmp_path):
     assert p.section("soak") == {"duration": 86400.0, "warmup": 600.0, "interval": 5.0, "matrix": 8192}
     inherited = profiles.load("h200-8x-nvlink").threshold("soak_gemm_tflops").value
     assert p.threshold("soak_gemm_tflops").value == inherited
-    assert "soak_gemm_tflops" not in profiles.load("a100-8x-nvlink").criteria  # no measured source
+    assert profiles.load("a100-80gb-8x-nvlink").threshold("soak_gemm_tflops").provisional  # derived
 
 
 def test_duration_override_shortens_a_long_warmup():

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host-side probe: HBM bandwidth per GPU, a device-to-device copy of 1 GiB timed with CUDA
 events (3 warm-ups, mean of 20), counting the bytes read and written (2 x 1 GiB per copy), as
-the 4.24 TB/s anchor on one H200 (shared/reference/measured-h200.md). One JSON document."""
+the 4.24 TB/s anchor on one H200 (docs/h200.md: 4.233-4.255 measured). One JSON document."""
 import json
 import sys
 

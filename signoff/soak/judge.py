@@ -19,7 +19,7 @@ FIELDS = ("temp", "mem_temp", "power", "sm_clock", "reasons", "util", "tflops", 
 UNITS = {"temp": "°C", "mem_temp": "°C", "power": "W", "sm_clock": "MHz", "util": "%",
          "tflops": "TFLOP/s"}
 
-# NVML clock-event (throttle) reason bits, nvmlClocksEventReason* (shared/reference/thresholds.md)
+# NVML clock-event (throttle) reason bits, nvmlClocksEventReason* (NVML's nvml.h, as nvidia-ml-py ships them)
 REASONS = {
     0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
     0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",

@@ -17,7 +17,7 @@ CRITERIA = {
 PLUGIN = "signoff.training.plugin"
 
 # The step and the loader, where a profile sets no `training:` key: the H200 anchor's model
-# (shared/reference/measured-h200.md: 12 layers, d_model 2048, seq 2048, batch 8, 604 M
+# (measured on one H200, docs/h200.md: 12 layers, d_model 2048, seq 2048, batch 8, 604 M
 # parameters) and its DataLoader (3x256x256 uint8 -> bilinear 224 -> normalise, batch 64).
 DEFAULTS = {"layers": 12, "d_model": 2048, "heads": 16, "ffn": 8192, "seq": 2048, "batch": 8,
             "warmup": 3, "steps": 20, "lr": 1e-4, "threads": 1}

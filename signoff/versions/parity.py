@@ -15,7 +15,7 @@ def _values(values) -> str | None:
 
 
 # field -> (label, how to read it from a sysinfo document); firmware and stack fields are
-# the ones Imbue pins (shared/reference/peers.md): None on every host (not present) agrees
+# the ones Imbue pins (github.com/imbue-ai/cluster-health): None on every host (not present) agrees
 FIELDS = {
     "nvidia_driver": ("NVIDIA driver", lambda f: f["nvidia"].get("driver")),
     "cuda_driver": ("CUDA driver API", lambda f: f["nvidia"].get("cuda_driver")),
