@@ -231,6 +231,7 @@ def pytest_configure(config):
         config.option.self_contained_html = True
     state.results = Results(rd / "results.json", {
         "profile": prof.name if prof else "auto",
+        "profile_path": str(prof.path) if prof else None,  # what a calibrated profile extends
         "profile_class": prof.describe_class() if prof else "",
         "inventory": inv.source,
         "hosts": [h.name for h in inv.hosts],
@@ -478,7 +479,7 @@ def profile(pytestconfig, fleet) -> profiles.Profile:
         key, _ = Counter(tuple(sorted(h.items())) for h in seen).most_common(1)[0]
         state.profile = profiles.auto_select(dict(key))
         if state.results:
-            state.results.set_meta(profile=state.profile.name,
+            state.results.set_meta(profile=state.profile.name, profile_path=str(state.profile.path),
                                    profile_class=state.profile.describe_class())
     return state.profile
 

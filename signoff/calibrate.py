@@ -1,0 +1,152 @@
+"""A site profile from a run on nodes you trust (a "golden" run):
+
+    python -m signoff.calibrate reports/<run>/ --out thresholds/site-a100.yaml [--margin 0.9]
+
+writes a profile that `extends` the run's profile, with every figure the run measured as a
+threshold: the slowest host, GPU or pair times the margin (the hottest over the margin for a
+maximum, such as a temperature), never looser than a cited threshold of the class. Each
+`source:` names the run (UTC time, hosts, GPU serials, suite version, profile). A run with a
+FAIL, a run that was not complete and a margin outside (0, 1] are refused; the criteria it
+could not calibrate are listed with why."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import yaml
+
+from signoff import InputError, hostlist, profiles
+
+# The figures a calibration sets: what a known-good node measures (rates, bandwidths,
+# efficiencies, temperatures and their margins). Counts, versions and states are not figures.
+FIGURES = ("allreduce_busbw", "p2p_bandwidth", "hbm_bandwidth", "host_link_bandwidth",
+           "soak_gemm_tflops", "soak_gpu_temp", "soak_mem_temp", "thermal_margin",
+           "train_throughput", "train_scaling_host", "train_scaling_nodes", "train_input_headroom",
+           "storage_read_seq", "storage_read_small", "storage_read_aggregate",
+           "net_pair_bandwidth", "multinode_allreduce_busbw")
+MARGIN = 0.9
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _round(v: float) -> float:
+    return float(f"{v:.4g}")
+
+
+def refusal(doc: dict, margin: float) -> str | None:
+    """Why this run cannot calibrate a profile, or None."""
+    if not 0 < margin <= 1:
+        return f"--margin {margin:g}: expected a fraction in (0, 1] (0.9 keeps 10 % headroom)"
+    meta = doc.get("meta") or {}
+    if not doc.get("verdict") or meta.get("partial") or meta.get("interrupted") or meta.get("killed"):
+        why = meta.get("partial") or ("interrupted" if meta.get("interrupted") else "its verdict is "
+                                      f"{doc.get('verdict') or 'INCOMPLETE'}")
+        return f"the run was not complete ({why}): calibrate from a whole sign-off sheet"
+    failed = sorted({f"{r['criterion']}[{r['host']}]" for r in doc["results"] if r["status"] == "FAIL"})
+    if failed:
+        more = " ..." if len(failed) > 6 else ""
+        return (f"the run has {len(failed)} FAIL ({', '.join(failed[:6])}{more}): nodes that fail "
+                f"are not known-good; fix them (or the class) and run again")
+    guarded = sorted({r["criterion"] for r in doc["results"] if r["status"] == "NOT RUN"})
+    if guarded:
+        return f"checks NOT RUN ({', '.join(guarded)}): a hardware-class mismatch or an unfinished run"
+    return None
+
+
+def provenance(doc: dict) -> str:
+    meta, hosts = doc["meta"], doc.get("hosts") or {}
+    serials = sorted({str(g.get("serial")) for f in hosts.values() if isinstance(f, dict)
+                      for g in (f.get("nvidia") or {}).get("gpus") or [] if g.get("serial")})
+    return (f"calibrated from run {meta.get('run')} ({str(meta.get('started', '?'))[:19].replace('T', ' ')} "
+            f"UTC; hosts {hostlist.fold(meta.get('hosts') or sorted(hosts))}; GPU serials "
+            f"{', '.join(serials) or 'none'}; signoff {meta.get('suite_version', '?')}; profile "
+            f"{meta.get('profile')})")
+
+
+def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tuple[dict, dict[str, str]]:
+    """(criteria section of the site profile, criterion -> why it was not calibrated)."""
+    out, skipped = {}, {}
+    prov = provenance(doc)
+    for name in FIGURES:
+        recs = [r for r in doc["results"] if r["criterion"] == name]
+        t = base.criteria.get(name)
+        if not recs:
+            skipped[name] = "not in this run"
+            continue
+        passed = [r for r in recs if r["status"] == "PASS" and _number(r.get("measured"))]
+        if not passed:
+            skipped[name] = "no figure: " + ", ".join(sorted({r["status"] for r in recs}))
+            continue
+        if t is None:
+            skipped[name] = f"profile {base.name} has no threshold to take its direction and unit from"
+            continue
+        if t.op == "min":
+            worst = min(passed, key=lambda r: r["measured"])
+            value = _round(worst["measured"] * margin)
+            rule = f"the slowest {worst['measured']:g} {t.unit} on {worst['host']} x margin {margin:g}"
+            if not t.provisional and value < t.value:  # never looser than a cited figure
+                value, rule = t.value, f"{rule} is below the class's cited {t.value:g}: kept"
+        elif t.op == "max":
+            worst = max(passed, key=lambda r: r["measured"])
+            value = _round(worst["measured"] / margin)
+            rule = f"the highest {worst['measured']:g} {t.unit} on {worst['host']} / margin {margin:g}"
+            if not t.provisional and value > t.value:
+                value, rule = t.value, f"{rule} is above the class's cited {t.value:g}: kept"
+        else:
+            skipped[name] = f"an equality ({t.op}), not a figure"
+            continue
+        out[name] = {t.op: value, "unit": t.unit, **t.extra,
+                     "source": f"{prov}: {rule} ({len(passed)} measured)"}
+    return out, skipped
+
+
+def site_profile(report_dir: Path, margin: float = MARGIN) -> tuple[dict, dict[str, str]]:
+    path = Path(report_dir) / "results.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read a run's results ({exc})") from None
+    why = refusal(doc, margin)
+    if why:
+        raise InputError(f"{report_dir}: not calibrated: {why}")
+    meta = doc["meta"]
+    extends = meta.get("profile_path") or meta.get("profile")
+    base = profiles.load(extends)
+    if (profiles.PROFILE_DIR / f"{base.name}.yaml").resolve() == Path(base.path).resolve():
+        extends = base.name  # a shipped profile by name: the site profile moves with the checkout
+    criteria, skipped = calibrate(doc, base, margin)
+    return ({"extends": extends,
+             "description": f"{base.description or base.name}, calibrated on {hostlist.fold(meta['hosts'])} "
+                            f"(run {meta.get('run')}, margin {margin:g})",
+             "criteria": criteria}, skipped)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m signoff.calibrate", description=__doc__.splitlines()[0])
+    ap.add_argument("report_dir", type=Path, help="a run's report directory (results.json)")
+    ap.add_argument("--out", type=Path, required=True, help="the site profile to write (YAML)")
+    ap.add_argument("--margin", type=float, default=MARGIN,
+                    help=f"a threshold is the slowest measured figure times this (default {MARGIN:g})")
+    a = ap.parse_args(argv)
+    try:
+        prof, skipped = site_profile(a.report_dir, a.margin)
+    except InputError as exc:
+        print(f"signoff calibrate: {exc}", file=sys.stderr)
+        return 2
+    head = (f"# Written by python -m signoff.calibrate {a.report_dir} --margin {a.margin:g}\n"
+            + "".join(f"# not calibrated: {n}: {why}\n" for n, why in skipped.items()))
+    a.out.write_text(head + yaml.safe_dump(prof, sort_keys=False, width=200))
+    profiles.load(str(a.out.resolve()))  # what it wrote loads (a bad value would be ours)
+    print(f"{a.out}: {len(prof['criteria'])} criteria calibrated"
+          + (f"; not calibrated: {', '.join(skipped)}" if skipped else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

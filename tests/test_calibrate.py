@@ -1,0 +1,118 @@
+"""python -m signoff.calibrate on a recorded run of a real 1x H200 (reports/examples/h200-1x;
+its two storage FAILs, the VM's virtio disk, are injected as in-range PASSes where a test
+needs a known-good run, and named so)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from signoff import InputError, calibrate, profiles
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "reports" / "examples" / "h200-1x" / "results.json"
+
+
+def recorded_run(tmp_path: Path, change=None) -> Path:
+    doc = json.loads(RECORDED.read_text())
+    for r in doc["results"]:  # injected: the storage reads of an NVMe host, above the class's marks
+        if r["criterion"] == "storage_read_seq":
+            r.update(status="PASS", measured=5.2)
+        elif r["criterion"] == "storage_read_small":
+            r.update(status="PASS", measured=3.1)
+    doc["verdict"] = "PASS"
+    if change:
+        change(doc)
+    d = tmp_path / "run"
+    d.mkdir(exist_ok=True)
+    (d / "results.json").write_text(json.dumps(doc))
+    return d
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "signoff.calibrate", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_known_good_run_writes_a_profile_of_its_figures_that_loads(tmp_path):
+    out = tmp_path / "site-h200.yaml"
+    p = cli(recorded_run(tmp_path), "--out", out, "--margin", "0.98")
+    assert p.returncode == 0, p.stderr
+    prof = profiles.load(str(out))
+    assert "h200-1x" in prof.chain and prof.chain[-1] == "site-h200"
+    t = prof.threshold("train_throughput")
+    assert t.value == pytest.approx(0.98 * 437.298843, rel=1e-3)  # the run's figure x the margin
+    assert prof.threshold("hbm_bandwidth").value == pytest.approx(0.98 * 4.255, rel=1e-3)
+    assert prof.threshold("storage_read_seq").value == pytest.approx(0.98 * 5.2, rel=1e-3)
+    assert prof.threshold("storage_read_seq").extra == profiles.load("h200-1x").threshold(
+        "storage_read_seq").extra  # its size, jobs, runtime kept
+    gpu = prof.threshold("soak_gpu_temp")
+    assert gpu.op == "max" and gpu.value == pytest.approx(59 / 0.98, rel=1e-3)  # the hottest / margin
+    # the source names the run: time, hosts, GPU serial, suite version, profile
+    run = json.loads(RECORDED.read_text())["meta"]
+    src = t.source
+    assert f"run {run['run']}" in src and "hosts localhost" in src and "profile h200-1x" in src
+    assert "GPU serials 1654024031502" in src and f"signoff {run['suite_version']}" in src
+    assert "the slowest 437.299 TFLOP/s on localhost x margin 0.98" in src
+    text = out.read_text()
+    assert "# not calibrated: allreduce_busbw: no figure: N.A." in text
+    assert "not calibrated: " in p.stdout and "criteria calibrated" in p.stdout
+
+
+def test_the_recorded_figures_pass_the_profile_and_a_figure_20_percent_low_fails(tmp_path):
+    doc = json.loads((recorded_run(tmp_path) / "results.json").read_text())
+    crit, _ = calibrate.calibrate(doc, profiles.load("h200-1x"), 0.9)
+    for r in doc["results"]:
+        if r["criterion"] in crit:
+            spec = crit[r["criterion"]]
+            op = "min" if "min" in spec else "max"
+            ok = r["measured"] >= spec["min"] if op == "min" else r["measured"] <= spec["max"]
+            assert ok, (r["criterion"], r["measured"], spec)
+            if op == "min":
+                assert r["measured"] * 0.8 < spec["min"], r["criterion"]  # a 20 % drop FAILs
+
+
+def test_never_looser_than_a_cited_threshold(tmp_path):
+    d = recorded_run(tmp_path, lambda doc: [r.update(measured=3.9) for r in doc["results"]
+                                            if r["criterion"] == "hbm_bandwidth"])
+    prof, _ = calibrate.site_profile(d, 0.9)
+    spec = prof["criteria"]["hbm_bandwidth"]
+    assert spec["min"] == profiles.load("h200-1x").threshold("hbm_bandwidth").value  # 3.51 < 3.816: kept
+    assert "is below the class's cited 3.816: kept" in spec["source"]
+
+
+@pytest.mark.parametrize("change, why", [
+    (None, "the run has 2 FAIL (storage_read_seq[localhost], storage_read_small[localhost])"),
+    (lambda d: d["meta"].update(partial="12 checks of the sign-off sheet not judged"),
+     "the run was not complete (12 checks of the sign-off sheet not judged)"),
+    (lambda d: d.update(verdict=None), "the run was not complete (its verdict is INCOMPLETE)"),
+    (lambda d: d["results"][0].update(status="NOT RUN"), "checks NOT RUN (gpu_model)"),
+])
+def test_a_run_that_is_not_known_good_is_refused(tmp_path, change, why):
+    if change is None:  # the recording as it is: its storage FAILs
+        d = tmp_path / "run"
+        d.mkdir()
+        (d / "results.json").write_text(RECORDED.read_text())
+    else:
+        d = recorded_run(tmp_path, change)
+    p = cli(d, "--out", tmp_path / "x.yaml")
+    assert p.returncode == 2 and why in p.stderr, p.stderr
+    assert not (tmp_path / "x.yaml").exists()
+
+
+@pytest.mark.parametrize("margin", [0, 1.5, -0.1])
+def test_a_margin_outside_0_1_is_refused(tmp_path, margin):
+    with pytest.raises(InputError, match=rf"--margin {margin:g}: expected a fraction in \(0, 1\]"):
+        calibrate.site_profile(recorded_run(tmp_path), margin)
+
+
+def test_the_written_profile_is_plain_yaml_with_the_run_named(tmp_path):
+    out = tmp_path / "site.yaml"
+    assert cli(recorded_run(tmp_path), "--out", out).returncode == 0
+    data = yaml.safe_load(out.read_text())
+    assert data["extends"] == "h200-1x" and "calibrated on localhost" in data["description"]
