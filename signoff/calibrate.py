@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -106,7 +107,8 @@ def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tupl
     return out, skipped
 
 
-def site_profile(report_dir: Path, margin: float = MARGIN) -> tuple[dict, dict[str, str]]:
+def site_profile(report_dir: Path, margin: float = MARGIN,
+                 out: Path | None = None) -> tuple[dict, dict[str, str]]:
     path = Path(report_dir) / "results.json"
     try:
         doc = json.loads(path.read_text())
@@ -120,6 +122,8 @@ def site_profile(report_dir: Path, margin: float = MARGIN) -> tuple[dict, dict[s
     base = profiles.load(extends)
     if (profiles.PROFILE_DIR / f"{base.name}.yaml").resolve() == Path(base.path).resolve():
         extends = base.name  # a shipped profile by name: the site profile moves with the checkout
+    elif out is not None:  # another file: relative to the site profile (extends resolves there)
+        extends = os.path.relpath(Path(base.path).resolve(), Path(out).resolve().parent)
     criteria, skipped = calibrate(doc, base, margin)
     return ({"extends": extends,
              "description": f"{base.description or base.name}, calibrated on {hostlist.fold(meta['hosts'])} "
@@ -135,7 +139,7 @@ def main(argv=None) -> int:
                     help=f"a threshold is the slowest measured figure times this (default {MARGIN:g})")
     a = ap.parse_args(argv)
     try:
-        prof, skipped = site_profile(a.report_dir, a.margin)
+        prof, skipped = site_profile(a.report_dir, a.margin, a.out)
     except InputError as exc:
         print(f"signoff calibrate: {exc}", file=sys.stderr)
         return 2
