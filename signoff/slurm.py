@@ -42,6 +42,13 @@ SPLIT = ("import sys\no = sys.stdout.buffer\nfor ln in sys.stdin.buffer:\n ln = 
          " while len(ln) > %d:\n  o.write(b'+' + ln[:%d] + b'\\n'); ln = ln[%d:]\n"
          " o.write(b'=' + ln + b'\\n'); o.flush()\n" % (CHUNK, CHUNK, CHUNK))
 _LABEL_B = re.compile(rb"^\s*(\d+): ?(.*)$", re.S)
+_LAUNCH_FAILED = re.compile(r"Task launch for StepId=\S+ failed on node (\S+?): (.*)$")
+
+
+def launch_failures(srun_err: list[str]) -> dict[str, str]:
+    """Nodes where srun could not launch the step's task (srun then aborts the whole step,
+    killing the other nodes' tasks): node -> srun's reason."""
+    return {m.group(1): m.group(2).strip() for m in map(_LAUNCH_FAILED.search, srun_err) if m}
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)
 
 
@@ -188,8 +195,10 @@ class Slurm:
 
     # ---------------------------------------------------------------- one step
     def _launch(self, batch: list[_Entry], stdin: bytes | None, retry: bool = True) -> None:
+        failed: dict[str, str] = {}
         try:
-            started, why = self._step(batch, stdin).started, None
+            step = self._step(batch, stdin)
+            started, why, failed = step.started, None, launch_failures(step.srun_err)
         except Exception as exc:  # noqa: BLE001 - every waiting host gets the cause
             started, why = False, f"srun failed: {exc}"
         pending = [e for e in batch if not e.done.is_set()]
@@ -199,9 +208,14 @@ class Slurm:
         for e in pending:
             if bad(states[e.node][0]):
                 self.dead.setdefault(e.node, describe(e.node, states[e.node]))
+            elif e.node in failed:  # its slurmd died while srun launched the step: not yet DOWN
+                self.dead.setdefault(e.node, f"srun could not launch the step's task there "
+                                             f"({failed[e.node]}); {describe(e.node, states[e.node])}")
         again = [e for e in pending if e.node not in self.dead]
-        if not started and retry and again and len(again) < len(pending):
-            self._launch(again, stdin, retry=False)  # the step was refused for the others' sake
+        # The step was refused, or srun aborted it whole when one node's launch failed (the
+        # healthy nodes' tasks killed with it): once more without the nodes that caused it.
+        if (not started or failed) and retry and again and len(again) < len(pending):
+            self._launch(again, stdin, retry=False)
         for e in pending:
             if not e.done.is_set():
                 cause = self.dead.get(e.node) or (

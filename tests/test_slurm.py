@@ -61,3 +61,15 @@ def test_one_step_script_sends_the_common_command_once():
                          capture_output=True, text=True)
     assert "@@signoff-slurm rc 2" in out.stdout  # `cd /tmp/signoff.1abc` failed there: sh exit 2
     assert "signoff.1abc" in out.stderr
+
+
+def test_a_failed_task_launch_names_its_node_for_the_step_to_go_on_without_it():
+    """srun aborts a whole step when one node's slurmd dies during the launch, killing the
+    healthy nodes' tasks too (seen in the lab: tests/test_slurm_lab.py's slurmd killed
+    0.1-0.3 s into a step): the launcher reads srun's words to run the others once more."""
+    err = ["srun: error: Task launch for StepId=1.0 failed on node lab2: Communication connection failure",
+           "srun: error: Application launch failed: Communication connection failure",
+           "srun: Job step aborted: Waiting up to 4 seconds for job step to finish.",
+           "0: slurmstepd-lab1: error: *** STEP 1.0 ON lab1 CANCELLED AT 2026-12-01T23:37:11 ***"]
+    assert slurm.launch_failures(err) == {"lab2": "Communication connection failure"}
+    assert slurm.launch_failures(["srun: error: lab1: task 0: Killed"]) == {}
