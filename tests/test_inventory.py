@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from signoff import InputError
-from signoff.inventory import LOCAL, Host, from_hostlist, load, local_inventory
+from signoff.inventory import LOCAL, Host, from_hostlist, load, local_inventory, torch_version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,8 +76,15 @@ def test_from_hostlist_and_local():
     assert [h.local for h in inv.hosts] == [False, False, True]
     assert all(h.user == "me" and h.python == "py3" for h in inv.hosts)
     assert "n[1-2],local" in inv.source
-    (only,) = local_inventory().hosts  # the python3 on PATH, not the controller's venv
-    assert only.address == LOCAL and only.local and only.python == os.path.abspath(shutil.which("python3"))
+    # the python3 on PATH if it has torch (a training environment), else signoff's own (this venv)
+    (only,) = local_inventory().hosts
+    assert only.address == LOCAL and only.local
+    if torch_version(shutil.which("python3")):
+        assert only.python == os.path.abspath(shutil.which("python3")) and only.probe_env is None
+    else:
+        assert only.python == sys.executable and only.probe_env.startswith("signoff's own (torch ")
+    (given,) = local_inventory(sys.executable).hosts  # --python: that one, whatever it is
+    assert given.python == os.path.abspath(sys.executable) and given.probe_env is None
 
 
 @pytest.mark.parametrize("text, where", [

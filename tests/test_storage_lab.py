@@ -112,7 +112,7 @@ def test_a_shared_path_is_read_alone_on_a_sample_and_every_host_gets_an_honest_s
     prof = tmp_path / "sample.yaml"
     prof.write_text(
         "extends: local\ncriteria:\n"
-        "  storage_read_seq: {min: 0.1, unit: GB/s, source: test, size: 128M, jobs: 2, iodepth: 8, "
+        "  storage_read_seq: {min: 0.05, unit: GB/s, source: test, size: 128M, jobs: 2, iodepth: 8, "
         "runtime: 1, alone_sample: 1}\n"
         "  storage_read_small: {min: 0.05, unit: GB/s, source: test, files: 512, file_size: 64K, "
         "jobs: 4, runtime: 1, alone_sample: 1}\n")
