@@ -80,23 +80,28 @@ KEEPER = """L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -c
 end=$(( $(date +%s) + {wait} ))
 while ! mkdir "$L" 2>/dev/null; do
   case "$(cat "$L/owner" 2>/dev/null)" in "run {run} "*) echo "shared $L $$"; exec sleep {keep};; esac
-  k=$(cat "$L/pid" 2>/dev/null)
-  if [ -n "$k" ] && [ ! -d /proc/$k ]; then rm -rf "$L"; continue; fi
+  set -- $(cat "$L/pid" 2>/dev/null); k=${{1:-}}; t=${{2:-}}
+  if [ -n "$k" ] && {{ [ ! -d /proc/$k ] ||
+       {{ [ -n "$t" ] && [ "$(cut -d' ' -f22 /proc/$k/stat)" != "$t" ]; }}; }}; then rm -rf "$L"; continue; fi
   if [ -z "$k" ] && [ -n "$(find "$L" -maxdepth 0 -mmin +1)" ]; then rm -rf "$L"; continue; fi
   if [ $(date +%s) -ge $end ]; then echo "busy $L $(cat "$L/owner" 2>/dev/null)"; exit 3; fi
   sleep 1
 done
-echo {owner} > "$L/owner"; echo $$ > "$L/pid"
+echo {owner} > "$L/owner"; echo $$ $(cut -d' ' -f22 /proc/$$/stat) > "$L/pid"
 trap 'trap "" TERM INT HUP; rm -rf "$L"; exit 0' TERM INT HUP
 echo "locked $L $$"; exec >/dev/null 2>&1
 while :; do sleep 2 & wait $!; done"""
 KEEPER_S = 30 * 86400  # the host-side limit of a keeper: longer than any soak
 
-# The run's temp dir, with its keeper's pid; and the temp dirs of runs that are gone (their
-# keeper is dead; a dir without one, of an older version, once it is 10 minutes old).
-MKTEMP = ("d=$(mktemp -d /tmp/signoff.XXXXXXXX) && echo {keeper} > $d/.keeper && echo $d && "
+# The run's temp dir, with its keeper's pid and start time; and the temp dirs of runs that are
+# gone (their keeper is dead, or its pid now another process's: pids wrap on a busy host; a dir
+# without one, of an older version, once it is 10 minutes old). The lock's pid file likewise.
+MKTEMP = ("d=$(mktemp -d /tmp/signoff.XXXXXXXX) && echo {keeper} $(cut -d' ' -f22 /proc/{keeper}/stat "
+          "2>/dev/null) > $d/.keeper && echo $d && "
           "for o in /tmp/signoff.????????; do [ -d \"$o\" ] && [ \"$o\" != \"$d\" ] || continue; "
-          "k=$(cat $o/.keeper 2>/dev/null); if [ -n \"$k\" ]; then [ -d /proc/$k ] && continue; "
+          "set -- $(cat $o/.keeper 2>/dev/null); k=${{1:-}}; t=${{2:-}}; if [ -n \"$k\" ]; then "
+          "[ -d /proc/$k ] && {{ [ -z \"$t\" ] || [ \"$(cut -d' ' -f22 /proc/$k/stat)\" = \"$t\" ]; }} "
+          "&& continue; "
           "elif [ -n \"$(find $o -maxdepth 0 -mmin -10)\" ]; then continue; fi; "
           "echo leftover $o $(date -u -d @$(stat -c %Y $o) +%FT%TZ); done")
 

@@ -57,7 +57,7 @@ def pytest_sessionfinish(session):
         return
     for d in _probe_dirs() - before:
         try:
-            keeper = open(f"{d}/.keeper").read().strip()
+            keeper = (open(f"{d}/.keeper").read().split() or [""])[0]
         except OSError:
             continue
         if keeper.isdigit() and not os.path.exists(f"/proc/{keeper}"):

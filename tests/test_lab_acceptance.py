@@ -346,7 +346,7 @@ def test_sigkilled_controller_probes_die_and_next_run_lists_leftovers(lab, tmp_p
         assert _running(marker)
         lock1, lock2 = _lock_dir(lab, "lab1"), _lock_dir(lab, "lab2")
         assert res["meta"]["run"] in (lock1 / "owner").read_text()
-        os.kill(int((lock1 / "pid").read_text()), signal.SIGKILL)  # lab1's keeper dies first
+        os.kill(int((lock1 / "pid").read_text().split()[0]), signal.SIGKILL)  # lab1's keeper dies first
         time.sleep(0.5)
     finally:
         p.kill()

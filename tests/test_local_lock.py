@@ -76,3 +76,30 @@ def test_a_locked_host_under_profile_auto_names_the_lock_holder_in_every_check(t
     msgs = [r["message"] for r in json.loads((tmp_path / "results.json").read_text())["results"]]
     assert msgs and all("in use by another signoff run: run 20261201T000000Z-other-1 by " in m
                         and "--lock-wait waits for it" in m for m in msgs), msgs
+
+
+def test_a_dead_runs_temp_dir_is_a_leftover_even_when_its_keepers_pid_is_reused():
+    """Pids wrap on a busy host (pid_max 32768 here): a killed run's keeper pid may belong to
+    another process by the next run. Its start time tells them apart."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from signoff.fleet import MKTEMP
+    live = subprocess.Popen(["sleep", "60"])  # the process that now holds the dead keeper's pid
+    start = Path(f"/proc/{live.pid}/stat").read_text().split()[21]
+    reused = Path(tempfile.mkdtemp(prefix="signoff.", dir="/tmp"))
+    alive = Path(tempfile.mkdtemp(prefix="signoff.", dir="/tmp"))
+    out: list[str] = []
+    try:
+        (reused / ".keeper").write_text(f"{live.pid} {int(start) - 1}\n")  # another process's pid now
+        (alive / ".keeper").write_text(f"{live.pid} {start}\n")  # its own keeper, alive
+        out = subprocess.run(["sh", "-c", MKTEMP.format(keeper=live.pid)], capture_output=True,
+                             text=True, timeout=30).stdout.splitlines()
+        made = Path(out[0])
+        assert (made / ".keeper").read_text().split() == [str(live.pid), start]
+        said = {ln.split()[1] for ln in out[1:] if ln.startswith("leftover ")}
+        assert str(reused) in said and str(alive) not in said and str(made) not in said, out
+    finally:
+        live.kill()
+        subprocess.run(["rm", "-rf", str(reused), str(alive), *out[:1]])
