@@ -106,6 +106,14 @@ MKTEMP = ("d=$(mktemp -d /tmp/signoff.XXXXXXXX) && echo {keeper} $(cut -d' ' -f2
           "echo leftover $o $(date -u -d @$(stat -c %Y $o) +%FT%TZ); done")
 
 
+def lacks(facts: dict) -> list[str]:
+    """What a host's probe interpreter cannot import, as its sysinfo says: torch, nvidia-ml-py."""
+    nv = facts.get("nvidia") or {}
+    return [name for name, missing in (
+        ("torch", not (facts.get("torch") or {}).get("version")),
+        ("nvidia-ml-py", "pynvml) not importable" in str(nv.get("error") or ""))) if missing]
+
+
 class ProbeError(Exception):
     """A probe ran but gave no usable answer (crash, timeout, bad JSON). `stderr` keeps the
     tail of the probe's stderr for the record when the message states the probe's own error."""
@@ -165,10 +173,7 @@ class HostSession:
 
     def interpreter_said(self, facts: dict) -> None:
         """Keep what sysinfo found missing in the host's interpreter, for later probes' errors."""
-        nv = facts.get("nvidia") or {}
-        self.lacks = [name for name, missing in (
-            ("torch", not (facts.get("torch") or {}).get("version")),
-            ("nvidia-ml-py", "pynvml) not importable" in str(nv.get("error") or ""))) if missing]
+        self.lacks = lacks(facts)
 
     def _parsed(self, name: str, result) -> dict:
         try:

@@ -79,21 +79,25 @@ def local_inventory(python: str | None = None) -> Inventory:
         if not found:
             raise InputError(f"--python {python}: not found on PATH ({os.environ.get('PATH', '')}): name "
                              f"the training environment's interpreter, e.g. --python /opt/venv/bin/python")
-        return Inventory([Host(name="localhost", address=LOCAL, python=os.path.abspath(found))])
+        return _this_machine(found)
     found = shutil.which("python3")
     if found and torch_version(found):
-        return Inventory([Host(name="localhost", address=LOCAL, python=os.path.abspath(found))])
+        return _this_machine(found)
     own = torch_version(sys.executable)
     if own:
-        return Inventory([Host(name="localhost", address=LOCAL, python=sys.executable,
-                               probe_env=OWN_ENV.format(torch=own))],
-                         source=f"default: this machine; python3 on PATH "
-                                f"({os.path.abspath(found) if found else 'none'}) has no torch")
+        return _this_machine(sys.executable, probe_env=OWN_ENV.format(torch=own),
+                             source=f"default: this machine; python3 on PATH "
+                                    f"({os.path.abspath(found) if found else 'none'}) has no torch")
     if not found:
         raise InputError(f"no python3 on PATH ({os.environ.get('PATH', '')}) and signoff's own "
                          f"environment has no torch: name the training environment's interpreter "
                          f"(--python /opt/venv/bin/python), or run `make accept`, which builds one")
-    return Inventory([Host(name="localhost", address=LOCAL, python=os.path.abspath(found))])
+    return _this_machine(found)
+
+
+def _this_machine(python: str, probe_env: str | None = None, source: str = "default") -> Inventory:
+    return Inventory([Host(name="localhost", address=LOCAL, python=os.path.abspath(python),
+                           probe_env=probe_env)], source=source)
 
 
 def from_hostlist(text: str, user: str | None = None, python: str = "python3") -> Inventory:

@@ -31,7 +31,7 @@ from signoff import (
     slurm,
 )
 from signoff.check import NA_PREFIX, Check
-from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, new_run_id
+from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, lacks, new_run_id
 from signoff.report import status_class as report_status_class
 from signoff.results import ALL, Results, not_reported, split_nodeid, worse
 from signoff.transport import HostUnreachable
@@ -402,7 +402,7 @@ class HostView:
         if self.gpus or not (pci or nv.get("driver_loaded")):
             return None
         if self.lacks_nvml:
-            torch = "" if (self.facts.get("torch") or {}).get("version") else " (and torch)"
+            torch = " (and torch)" if "torch" in lacks(self.facts) else ""
             return (f"{pci} NVIDIA GPU(s) on the PCI bus, but the probes' interpreter "
                     f"{self.facts['python_executable']} lacks nvidia-ml-py{torch}, so NVML cannot be "
                     f"read: it is not the training environment; name that with --python PATH or the "
@@ -413,7 +413,7 @@ class HostView:
     @property
     def lacks_nvml(self) -> bool:
         """The probes' interpreter cannot import nvidia-ml-py (a wrong environment, not a fault)."""
-        return "pynvml) not importable" in str(self.facts["nvidia"].get("error") or "")
+        return "nvidia-ml-py" in lacks(self.facts)
 
     def __str__(self) -> str:
         return self.name
