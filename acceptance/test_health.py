@@ -99,12 +99,18 @@ def _hbm(host, health) -> dict:
     return doc
 
 
-def test_hbm_bandwidth(host, gpus, profile, check, health):
+def test_hbm_bandwidth(host, gpus, profile, check, health, fleet):
     t = profile.threshold("hbm_bandwidth")
     doc = _hbm(host, health)
     slowest = min(doc["gpus"], key=doc["gpus"].get)
     check.expect(doc["gpus"][slowest], t, f"GPU {slowest} (the slowest) device-to-device copy, "
-                 f"read + written", cause="degraded HBM or clocks (throttling, a power cap)", details=doc)
+                 f"read + written", cause="degraded HBM or clocks (throttling, a power cap)", details=doc,
+                 fleet=fleet.peers("hbm", _slowest))
+
+
+def _slowest(doc) -> float | None:
+    """A host's slowest GPU as its peers see it: none for a host whose HBM probe broke."""
+    return None if doc.get("error") or doc.get("errors") else min(doc["gpus"].values())
 
 
 def test_hbm_uniformity(host, gpus, profile, check, health):

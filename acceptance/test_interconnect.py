@@ -8,7 +8,7 @@ from signoff import retry
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.interconnect import diagnose, plots
-from signoff.interconnect.run import collective_devices
+from signoff.interconnect.run import MEASURES, collective_devices
 from signoff.units import human_bytes, parse_size
 
 RULE = "signoff acceptance rule"
@@ -31,21 +31,22 @@ def p2p(host, measure) -> dict:
 def test_allreduce_busbw(host, profile, devices, check, attach, measure, fleet):
     doc = allreduce(host, measure, devices, check)
     t = profile.threshold("allreduce_busbw")
-    ref = parse_size(t.extra["size"])
-    row = next(r for r in doc["rows"] if r["bytes"] == ref)
+
+    def busbw(d):
+        return next(r for r in d["rows"] if r["bytes"] == parse_size(t.extra["size"]))["busbw"]
     attach("html", plots.allreduce_table(doc), "all-reduce table")
-    cause = ""
-    if not t.ok(row["busbw"]):
+
+    def cause():
         pairs = p2p(host, measure) if devices else None
-        cause = "; ".join(diagnose.interconnect(devices, doc, pairs,
-                                                cpu_count=host.facts.get("cpu_count"))) or \
-            "nothing abnormal found in links, transport or pairs"
-    check.expect(row["busbw"], t, f"all-reduce busbw at {t.extra['size']} "
+        return "; ".join(diagnose.interconnect(devices, doc, pairs, cpu_count=host.facts.get("cpu_count"))) \
+            or "nothing abnormal found in links, transport or pairs"
+    check.expect(busbw(doc), t, f"all-reduce busbw at {t.extra['size']} "
                  f"({doc['world_size']} ranks, {doc['backend']}{retry.said(doc, 'GB/s')})", cause=cause,
                  details={"rows": doc["rows"], "backend": doc["backend"],
                           "graphs": doc.get("graphs"), "nccl": doc.get("nccl"),
                           "attempts": doc.get("attempts"), "spread_pct": doc.get("spread_pct"),
-                          "measured_utc": fleet.windows["interconnect"].get(host.name)})
+                          "measured_utc": fleet.windows["interconnect"].get(host.name)},
+                 fleet=fleet.peers(MEASURES["allreduce"][0], busbw))
 
 
 def test_allreduce_correct(host, devices, check, measure):
@@ -57,7 +58,7 @@ def test_allreduce_correct(host, devices, check, measure):
 
 
 @pytest.mark.usefixtures("of_class")
-def test_p2p_bandwidth(host, gpus, profile, check, measure):
+def test_p2p_bandwidth(host, gpus, profile, check, measure, fleet):
     doc = p2p(host, measure)
     uni, bi = doc["unidirectional"], doc["bidirectional"]
     check.record(min(uni.values()), unit="GB/s", details={"unidirectional": uni, "bidirectional": bi})
@@ -65,13 +66,15 @@ def test_p2p_bandwidth(host, gpus, profile, check, measure):
     bad = [f"{diagnose.pair(k)}: {v:g} GB/s < {t.value:g}" for k, v in sorted(uni.items())
            if not t.ok(v)]
     bad += [f"slowest pair{retry.said(doc, 'GB/s')[1:]}"] if bad and doc.get("attempts") else []
-    worst = min(uni.values())
-    paths = doc["topology"].get("paths", {})
-    cause = "; ".join({f"{paths.get(k, '?')} path" for k, v in uni.items() if not t.ok(v)})
+    slowest = min(uni, key=uni.get)
+    worst, paths = uni[slowest], doc["topology"].get("paths", {})
+    cause = "; ".join({f"{paths.get(k, '?')} path" for k, v in uni.items() if not t.ok(v)}) \
+        or f"the slowest pair {diagnose.pair(slowest)} ({paths.get(slowest, '?')} path)"
     check.require(bad, worst, f"every GPU pair {t.expected}", t.source, cause=cause,
                   details={"unidirectional": uni, "bidirectional": bi, "paths": paths,
                            "peer_access": doc.get("peer_access"), "attempts": doc.get("attempts"),
-                           "spread_pct": doc.get("spread_pct")})
+                           "spread_pct": doc.get("spread_pct")},
+                  fleet=(t, fleet.peers(MEASURES["p2p"][0], lambda d: min(d["unidirectional"].values()))))
 
 
 @pytest.mark.usefixtures("of_class")

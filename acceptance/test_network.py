@@ -55,10 +55,14 @@ def test_net_pair_bandwidth(pair, pairs, network, profile, check):
         raise
     said = retry.said(res, t.unit)  # ', best of 2 attempts (...)' after a miss
     how = f"{res['gbps']:g} Gb/s ({res['tool']}, {res['streams']} streams{said})"
-    cause = "a slow link, NIC, cable or switch port on this path"
+    key = "gbps" if t.unit == "Gb/s" else "fraction"
+    peers = network.peers(lambda r: r[key])
+
+    def cause():
+        return net.pair_cause(pair, pairs, peers, t)
     if t.unit == "Gb/s":  # a fabric without a real line rate (e.g. veth's nominal speed): no fraction
         check.expect(res["gbps"], t, f"{res['tool']} throughput ({res['streams']} streams{said})",
-                     cause=cause, details={**res, "fraction": None})
+                     cause=cause, details={**res, "fraction": None}, fleet=peers)
         return
     line = res["line_rate_gbps"]
     if line is None:
@@ -72,7 +76,7 @@ def test_net_pair_bandwidth(pair, pairs, network, profile, check):
                          f"timing): the line rate is wrong (a virtual interface's nominal speed?) or "
                          f"another path or card was measured; not judged")
     check.expect(res["fraction"], t, f"{how} of {line:g} Gb/s line rate, fraction",
-                 cause=cause, details=res)
+                 cause=cause, details=res, fleet=peers)
 
 
 @pytest.mark.usefixtures("fleet_of_class")

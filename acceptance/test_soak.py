@@ -101,7 +101,9 @@ def test_soak_gemm_tflops(host, gpus, profile, soak_run, check):
     check.require(v.failures, v.measured,
                   _expected(t, f"bf16 GEMM rate per GPU (mean after the {plan['warmup']:g} s warm-up)"),
                   t.source, cause="clocks held down (see soak_throttle and the SM clock plot) or a "
-                                  "degraded GPU", details=_details(hs, v, plan))
+                                  "degraded GPU", details=_details(hs, v, plan),
+                  fleet=(t, soak_run.peers(lambda s: min((r for r in soak.gemm(s, plan["warmup"]).values()
+                                                          if r is not None), default=None))))
 
 
 def test_soak_gemm_straggler(host, gpus, profile, soak_run, check):

@@ -11,7 +11,7 @@ from signoff.figures import html_table
 from signoff.fleet import ProbeError
 from signoff.interconnect.run import collective_devices
 from signoff.training import judge
-from signoff.training.run import over_nodes
+from signoff.training.run import MEASURES, over_nodes
 from signoff.units import parse_size
 
 RULE = "signoff acceptance rule"
@@ -27,7 +27,7 @@ def _row(r: dict) -> dict:
                               "comm_share", "compute_s")}
 
 
-def test_train_throughput(host, profile, devices, check, attach, training):
+def test_train_throughput(host, profile, devices, check, attach, training, fleet):
     doc = training("train", host)
     one = doc["widths"][0]
     eff = judge.efficiency(doc["widths"])
@@ -45,7 +45,8 @@ def test_train_throughput(host, profile, devices, check, attach, training):
                  f"tokens/s, {one['step_s'] * 1e3:.1f} ms/step, {one['params'] / 1e6:.1f} M params"
                  f"{retry.said(doc, 'TFLOP/s')})",
                  cause="GPU clocks or power capped, a slow GPU, or another process on it "
-                       "(see power_limit, soak_gemm_tflops, gpu processes)", details=details)
+                       "(see power_limit, soak_gemm_tflops, gpu processes)", details=details,
+                 fleet=fleet.peers(MEASURES["train"][0], lambda d: d["widths"][0]["tflops_per_gpu"]))
 
 
 def test_train_loss_falls(host, profile, check, training):
@@ -124,7 +125,7 @@ def test_train_input_headroom(host, profile, check, attach, training):
                        "(decode, augment) too heavy for this host", details=details)
 
 
-def test_host_link_bandwidth(host, gpus, profile, check, training):
+def test_host_link_bandwidth(host, gpus, profile, check, training, fleet):
     doc = training("hostlink", host)
     worst, which = judge.slowest_link(doc["gpus"])
     details = {"gpus": doc["gpus"], "process_cpus": doc["process_cpus"], "bytes": doc["bytes"],
@@ -133,7 +134,8 @@ def test_host_link_bandwidth(host, gpus, profile, check, training):
     t = profile.threshold("host_link_bandwidth")
     cause = "; ".join(judge.placement(doc)) or "a GPU on a narrower or slower PCIe link (see pcie_link)"
     check.expect(worst, t, f"slowest pinned copy ({which}{retry.said(doc, 'GB/s')})", cause=cause,
-                 details=details)
+                 details=details,
+                 fleet=fleet.peers(MEASURES["hostlink"][0], lambda d: judge.slowest_link(d["gpus"])[0]))
 
 
 @pytest.mark.usefixtures("fleet_of_class")

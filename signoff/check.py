@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from signoff import outlier
 from signoff.profiles import Threshold, matches
 
 NA_PREFIX = "N.A.:"
@@ -37,20 +38,36 @@ class Check:
         }))
 
     def expect(self, measured, threshold: Threshold, what: str | None = None,
-               cause: str = "", details: dict | None = None) -> None:
-        """Assert a measurement against a profile threshold."""
+               cause="", details: dict | None = None, fleet: dict | None = None) -> None:
+        """Assert a measurement against a profile threshold, then (`fleet`: every measured
+        host's or pair's figure of the class in this run, this one's among them) against the
+        fleet's median. `cause` may be a callable: worked out only for a FAIL."""
         __tracebackhide__ = True
-        self.record(measured, threshold.expected, threshold.unit, threshold.source, details)
-        if not threshold.ok(measured):
-            msg = (f"{self.host}: {what or threshold.criterion} = {measured} {threshold.unit}, "
-                   f"{threshold}")
-            pytest.fail(msg + (f"; likely cause: {cause}" if cause else ""), pytrace=False)
+        self.judge(measured, threshold, [] if threshold.ok(measured) else
+                   [f"{what or threshold.criterion} = {measured} {threshold.unit}, {threshold}"],
+                   threshold.expected, threshold.source, cause, details, fleet, what)
 
     def require(self, failures: list[str], measured, expected: str, source: str,
-                cause: str = "", details: dict | None = None) -> None:
-        """Assert a rule (e.g. ECC on for every GPU): `failures` lists what broke it."""
+                cause="", details: dict | None = None, fleet: tuple | None = None) -> None:
+        """Assert a rule (e.g. ECC on for every GPU): `failures` lists what broke it. `fleet`:
+        (threshold, figures) to judge `measured` against the fleet too (expect)."""
         __tracebackhide__ = True
-        self.record(measured, expected, "", source, details)
+        t, figures = fleet or (None, None)
+        self.judge(measured, t, [f"{'; '.join(failures)} (expected {expected}; {source})"] if failures
+                   else [], expected, source, cause, details, figures)
+
+    def judge(self, measured, t: Threshold | None, failures: list[str], expected: str, source: str,
+              cause, details: dict | None, fleet: dict | None, what: str | None = None) -> None:
+        __tracebackhide__ = True
+        details = dict(details or {})
+        if fleet is not None and t is not None:
+            res = details["fleet"] = outlier.compare(self.host, fleet, t.fleet_min, t.profile)
+            res["text"] = outlier.describe(res, t.unit, "pairs" if "->" in str(self.host) else "hosts")
+            if res["status"] == "outlier" and not failures:
+                failures = [f"{what or t.criterion} = {measured} {t.unit}: a fleet outlier, {res['text']}; "
+                            f"the absolute threshold ({t.expected}, {t.profile}) is met; {outlier.RULE}"]
+        self.record(measured, expected, t.unit if t else "", source, details)
         if failures:
-            msg = f"{self.host}: " + "; ".join(failures) + f" (expected {expected}; {source})"
-            pytest.fail(msg + (f"; likely cause: {cause}" if cause else ""), pytrace=False)
+            why = cause() if callable(cause) else cause
+            pytest.fail(f"{self.host}: " + "; ".join(failures) + (f"; likely cause: {why}" if why else ""),
+                        pytrace=False)

@@ -421,6 +421,20 @@ class Fleet:
         self._say(family, final=True)
         return fut.result()
 
+    def peers(self, family: str, figure) -> dict:
+        """figure(doc) of every host `family` measured (waiting for those under way): the
+        hosts of the class a check compares its own figure with (signoff/outlier.py). A host
+        whose measurement raised (an error, a class guard's NOT RUN) or gave no figure is left out."""
+        out = {}
+        for name, fut in list(self._families.get(family, {}).items()):
+            try:
+                out[name] = figure(fut.result())
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException:  # noqa: BLE001 - its own check reports it (a pytest outcome too)
+                continue
+        return out
+
     def _timed(self, family: str, name: str, measure):
         """measure(name), its start and end (UTC) kept in windows: proof of the overlap."""
         start = utc_now()

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, families, retry
+from signoff import InputError, families, outlier, retry
 from signoff.units import parse_fraction, version_tuple
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "thresholds"
-CORE_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria", "baseline"}
+CORE_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria", "baseline",
+             "fleet_min"}
 HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
                  "nvlinks", "pcie_gen", "pcie_width"}  # per GPU: NVLinks, PCIe link of the class
 INTERCONNECTS = {"nvlink", "pcie", "any"}
@@ -41,6 +42,7 @@ class Threshold:
     profile: str
     extra: dict = field(default_factory=dict)
     provisional: str = ""  # "derived: <rule>" where no public figure exists for the class
+    fleet_min: float | None = None  # judged against the fleet's median too (signoff/outlier.py)
 
     def ok(self, measured) -> bool:
         a, b = measured, self.value
@@ -91,6 +93,7 @@ class Profile:
     sections: dict = field(default_factory=dict)  # family sections (soak: the sustained load)
     baseline: dict = field(default_factory=dict)  # --baseline tolerances: tolerance, criteria
     uncalibrated: dict[str, str] = field(default_factory=dict)  # criterion -> why none, how to set
+    own_fleet_min: float | None = None  # top-level fleet_min: (inherited) default of its criteria
 
     def threshold(self, criterion: str) -> Threshold:
         """The threshold for a criterion; a missing one is an error, not a pass."""
@@ -200,7 +203,8 @@ def _threshold(name, spec, path, profile) -> Threshold:
     if not isinstance(spec, dict):
         raise InputError(f"{w}: expected a mapping with one of min/max/equals, unit and source")
     allowed = set(LIMIT_KEYS) | {"unit", "source", "provisional"} | set(known[name].get("extra", ())) \
-        | ({"attempts"} if known[name].get("retry") else set())  # signoff/retry.py
+        | ({"attempts"} if known[name].get("retry") else set()) \
+        | ({"fleet_min"} if known[name].get("fleet") else set())  # signoff/retry.py, outlier.py
     unknown = sorted(set(spec) - allowed)
     if unknown:
         raise InputError(f"{w}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
@@ -229,12 +233,21 @@ def _threshold(name, spec, path, profile) -> Threshold:
         raise InputError(f"{w}.provisional: expected \"derived: <the rule>\" (how the figure was "
                          f"derived from other figures), got {provisional!r}")
     extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source", "provisional")}
+    if "fleet_min" in extra:
+        _fleet_min(extra["fleet_min"], f"{w}.fleet_min")
     if known[name].get("retry"):
         retry.check(extra, w)
     check = getattr(families.family(name), "check_extra", None)
     if check:  # the family's own rules for its extra keys
         check(name, value, extra, w)
     return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra, provisional)
+
+
+def _fleet_min(v, where: str) -> float:
+    """A fraction of the fleet's median in (0, 1]: 0 or more than 1 could never fail or always would."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+        raise InputError(f"{where}: expected a fraction of the fleet's median in (0, 1], e.g. 0.9, got {v!r}")
+    return float(v)
 
 
 def _uncalibrated(name, spec, path) -> str | None:
@@ -295,6 +308,16 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
     for key, merge in families.sections().items():
         if data.get(key) is not None:
             sections[key] = merge(sections.get(key, {}), data[key], _where(path, key))
+    fleet_min = parent.own_fleet_min if parent else None
+    if data.get("fleet_min") is not None:
+        fleet_min = _fleet_min(data["fleet_min"], _where(path, "fleet_min"))
+    # Hosts of a hardware class are compared with each other by default; a profile of no class
+    # (local: any CPU machine) only where it sets fleet_min, since its hosts may differ.
+    default = fleet_min if fleet_min is not None else \
+        outlier.FLEET_MIN if (hardware.get("gpu_model") or hardware.get("gpu_count")) else None
+    for cname, t in criteria.items():  # the criterion's own, else the profile's (inherited) default
+        if known_fleet(cname):
+            criteria[cname] = replace(t, fleet_min=t.extra.get("fleet_min", default))
     base = dict(parent.baseline) if parent else {}
     if data.get("baseline") is not None:
         base = _baseline(base, data["baseline"], path)
@@ -309,7 +332,13 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
         chain=[*(parent.chain if parent else []), name],
         sections=sections,
         uncalibrated=uncalibrated,
+        own_fleet_min=fleet_min,
     )
+
+
+def known_fleet(criterion: str) -> bool:
+    """Whether a criterion's figure is also judged against the fleet (its family's CRITERIA)."""
+    return bool(families.criteria()[criterion].get("fleet"))
 
 
 def available(base_dir: Path = PROFILE_DIR) -> list[str]:

@@ -274,6 +274,28 @@ def criterion_stats(recs: list[dict]) -> dict:
             "problems": {s: h for s, h in worst.items() if h}, "bad_end": bad_end}
 
 
+def fleet_stats(recs: list[dict]) -> dict | None:
+    """A criterion's judgement against the fleet (signoff/outlier.py): its median, floor, how
+    many hosts or pairs were compared and which were outliers; None where none was compared."""
+    judged = [r for r in recs if ((r.get("details") or {}).get("fleet") or {}).get("median") is not None]
+    if not judged:
+        return None
+    f = judged[0]["details"]["fleet"]
+    return {"median": f["median"], "floor": f["floor"], "fleet_min": f["fleet_min"], "n": f["n"],
+            "unit": judged[0].get("unit") or "",
+            "outliers": [(r["host"], r["details"]["fleet"].get("figure")) for r in judged
+                         if r["details"]["fleet"]["status"] == "outlier"]}
+
+
+def fleet_text(fs: dict) -> str:
+    """'median 191 Gb/s of 8 (outlier below 0.9 x = 172): outliers lab2->lab3 153, ...'."""
+    out = ", ".join(f"{h} {_fmt(v)}" for h, v in fs["outliers"][:WORST])
+    more = f" (+{len(fs['outliers']) - WORST} more)" if len(fs["outliers"]) > WORST else ""
+    which = f"outliers {out}{more}" if out else "no outlier"
+    return (f"fleet median {_fmt(fs['median'])} {fs['unit']} of {fs['n']} (outlier below "
+            f"{fs['fleet_min']:g} x = {_fmt(fs['floor'])}): {which}")
+
+
 def _fmt(v) -> str:
     return "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
@@ -292,6 +314,9 @@ def criteria_summary(records: list[dict]) -> str:
         if st["bad_end"]:
             end = "lowest" if st["direction"] > 0 else "highest"
             worst.append(f"{end}: " + ", ".join(f"{escape(h)} {_fmt(v)}" for v, h in st["bad_end"]))
+        fs = fleet_stats(recs)
+        if fs:
+            worst.append(escape(fleet_text(fs)))
         rows.append(f"<tr><th>{escape(c)}</th>{counts}<td>{_fmt(st['min'])}</td><td>{_fmt(st['median'])}"
                     f"</td><td>{_fmt(st['max'])}</td><td>{escape(st['unit'])}</td>"
                     f"<td>{'<br>'.join(worst)}</td><td>{escape(str(st['expected']))}</td>"
@@ -527,6 +552,12 @@ def markdown(doc: dict) -> str:
             who, what, cause = problem_line(g)
             out.append(f"- **{g['status']}** `{g['criterion']}` on {who}: {what}"
                        + (f"; likely cause: {cause}" if cause else ""))
+        out.append("")
+    fleet = {c: fs for c in dict.fromkeys(r["criterion"] for r in doc["results"])
+             if (fs := fleet_stats([r for r in doc["results"] if r["criterion"] == c]))}
+    if fleet:
+        out += ["## Judged against the fleet", ""]
+        out += [f"- `{c}`: {fleet_text(fs)}" for c, fs in fleet.items()]
         out.append("")
     base = meta.get("baseline")
     if base:

@@ -12,7 +12,7 @@ CRITERIA = {
     "power_limit": {"type": "number"},  # W, every GPU's enforced limit: the class's rated one
     # fatal XIDs in the kernel log over `window` (e.g. 168h); `codes`: the fatal ones
     "xid_fatal": {"type": "number", "ops": ("max",), "extra": ("window", "codes")},
-    "hbm_bandwidth": {"type": "number"},  # TB/s, device-to-device copy, read + written
+    "hbm_bandwidth": {"type": "number", "fleet": True},  # TB/s, device-to-device copy, read + written
     "hbm_uniformity": {"type": "number"},  # a GPU / its host's median GPU
     # C: NVML's slowdown threshold; shutdown, gpu_max, mem_max: the class's others, minimums too
     "thermal_slowdown": {"type": "number", "extra": ("shutdown", "gpu_max", "mem_max")},

@@ -8,8 +8,9 @@ from signoff.units import parse_size
 CRITERIA = {
     # judged at `size`; `sweep` = [smallest, largest] message, x2 steps
     # retry: measured again after a miss, up to `attempts` in all (signoff/retry.py)
-    "allreduce_busbw": {"type": "number", "extra": ("size", "sweep"), "retry": True},
-    "p2p_bandwidth": {"type": "number", "retry": True},  # slowest GPU pair, unidirectional copy
+    "allreduce_busbw": {"type": "number", "extra": ("size", "sweep"), "retry": True, "fleet": True},
+    # fleet: also judged against the median of the run's hosts of the class (signoff/outlier.py)
+    "p2p_bandwidth": {"type": "number", "retry": True, "fleet": True},  # slowest pair, unidirectional
     "p2p_uniformity": {"type": "number"},  # slowest pair / median pair, of the judged P2P attempt
 }
 PLUGIN = "signoff.interconnect.plugin"

@@ -9,7 +9,8 @@ CRITERIA = {
     "nic_rate": {"type": "number", "extra": ("fabric", "ports")},
     # host-to-host throughput: unit "x line rate" (of the detected one) or "Gb/s"
     # retry: measured again after a miss, up to `attempts` in all (signoff/retry.py)
-    "net_pair_bandwidth": {"type": "number", "extra": ("streams", "duration", "tool"), "retry": True},
+    "net_pair_bandwidth": {"type": "number", "extra": ("streams", "duration", "tool"), "retry": True,
+                           "fleet": True},
     "multinode_allreduce_busbw": {"type": "number", "extra": ("size", "sweep", "algo"), "retry": True},
 }
 PLUGIN = "signoff.network.plugin"

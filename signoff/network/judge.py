@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from signoff import retry
+from signoff import outlier, retry
 from signoff.fleet import ProbeError, last_document, parse_probe_output
 from signoff.transport import HostUnreachable
 
@@ -144,6 +144,21 @@ def suspects(pair_ok: dict[tuple[str, str], bool]) -> tuple[list[str], list[tupl
     bad_links = [p for p, ok in pair_ok.items() if not ok and not set(p) & set(bad_hosts)]
     return bad_hosts, bad_links
 
+
+
+def pair_cause(pair: tuple[str, str], pairs: list, figures: dict, t) -> str:
+    """A slow pair's likely cause: a host all of whose pairs are slow (below the threshold or
+    fleet outliers: signoff/outlier.py), else this path's link, NIC, cable or switch port."""
+    def ok(p):
+        v = figures.get(pair_id(*p))
+        return v is not None and t.ok(v) and \
+            outlier.compare(pair_id(*p), figures, t.fleet_min)["status"] != "outlier"
+    hosts, _ = suspects({p: ok(p) for p in pairs if pair_id(*p) in figures})
+    mine = [h for h in hosts if h in pair]
+    if mine:
+        return f"host {', '.join(mine)}: every pair of {'it' if len(mine) == 1 else 'them'} is slow " \
+               f"(its NIC, cable or switch port)"
+    return "a slow link, NIC, cable or switch port on this path"
 
 
 def summarise(outcome: dict, names: list[str], first: str | None = None,

@@ -92,6 +92,10 @@ class Network:
             raise res
         return res
 
+    def peers(self, figure) -> dict:
+        """figure(result) of every pair measured (signoff/outlier.py), by pair id (a->b)."""
+        return {pair_id(*p): figure(r) for p, r in (self._pairs or {}).items() if isinstance(r, dict)}
+
     def _measure(self, a: str, b: str, streams: int, duration: int, tool: str):
         try:
             for h in (a, b):  # a host found dead is this pair's cause; not contacted again

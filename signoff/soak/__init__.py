@@ -12,7 +12,7 @@ CRITERIA = {
     # samples with a failing reason; % clock drop, hot vs cool
     "soak_throttle": {"type": "number", "ops": ("max",), "extra": ("reasons",)},
     "soak_clock_stability": {"type": "number", "ops": ("max",), "extra": ("correlation",)},
-    "soak_gemm_tflops": {"type": "number"},  # per GPU, mean after warm-up
+    "soak_gemm_tflops": {"type": "number", "fleet": True},  # per GPU, mean after warm-up
     "soak_gemm_straggler": {"type": "number"},  # GPU / the host's median GPU
     "soak_errors": {"type": "number", "ops": ("max",)},  # new uncorrectable ECC errors, XIDs, failed loads
 }

@@ -8,9 +8,9 @@ from signoff.storage.judge import check_extra  # noqa: F401 - the family's valid
 # retry: a miss read again, up to `attempts` in all (signoff/retry.py; run.py aggregate, _again)
 CRITERIA = {
     "storage_read_seq": {"type": "number", "extra": ("size", "bs", "jobs", "iodepth", "runtime",
-                                                     "alone_sample"), "retry": True},
+                                                     "alone_sample"), "retry": True, "fleet": True},
     "storage_read_small": {"type": "number", "extra": ("files", "file_size", "bs", "jobs", "runtime",
-                                                       "alone_sample"), "retry": True},
+                                                       "alone_sample"), "retry": True, "fleet": True},
     "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per", "node_min"), "retry": True},
 }
 PLUGIN = "signoff.storage.plugin"

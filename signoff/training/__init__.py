@@ -7,12 +7,14 @@ from signoff import InputError
 
 CRITERIA = {
     # retry: measured again after a miss, up to `attempts` in all (signoff/retry.py)
-    "train_throughput": {"type": "number", "retry": True},  # model TFLOP/s per GPU of the 1-GPU step
+    # fleet: also judged against the median of the run's hosts of the class (signoff/outlier.py)
+    "train_throughput": {"type": "number", "retry": True, "fleet": True},  # model TFLOP/s, 1-GPU step
     "train_loss_falls": {"type": "number", "ops": ("max",)},  # late loss / first loss, worst width
     "train_scaling_host": {"type": "number"},  # efficiency at all GPUs of the host
     "train_scaling_nodes": {"type": "number"},  # efficiency over every node
     "train_input_headroom": {"type": "number"},  # DataLoader samples/s / the step's samples/s
-    "host_link_bandwidth": {"type": "number", "retry": True},  # GB/s, slowest GPU's pinned H2D or D2H
+    "host_link_bandwidth": {"type": "number", "retry": True,  # GB/s, slowest GPU's pinned H2D or D2H
+                            "fleet": True},
 }
 PLUGIN = "signoff.training.plugin"
 
