@@ -16,16 +16,26 @@ SDC = ("SemiAnalysis ClusterMAX's silent-data-corruption test (clustermax.ai); s
 
 
 def test_xid_history(host, gpus, profile, check, health):
-    """Fatal XIDs in the kernel log over the profile's window FAIL; the others are reported."""
+    """Fatal XIDs in the kernel log over the profile's window FAIL; the others are reported. A
+    log that covers less of the window (a reboot, a volatile journal) is no PASS: ERROR."""
     t = profile.threshold("xid_fatal")
-    window = soak.parse_duration(t.extra["window"])
+    window = None if t.extra["window"] == "boot" else soak.parse_duration(t.extra["window"])
     doc = health.xids(host.name, window)
     if doc.get("error"):
         raise ProbeError(f"{host}: kernel log unreadable, so no XID history: {doc['error']}")
     counts = {int(k): v for k, v in doc["counts"].items()}
     fatal = {c: n for c, n in sorted(counts.items()) if c in t.extra["codes"]}
     devices = {c: sorted({x["device"] for x in doc["xids"] if x["xid"] == c}) for c in fatal}
-    what = (f"fatal XIDs in the kernel log ({doc['source']}) over the last {soak.human_duration(window)}"
+    over = "this boot" if window is None else f"the last {soak.human_duration(window)}"
+    short = judge.log_short(doc)
+    if short and not fatal:  # what the log lost may hold the XID: never "none over 168 h"
+        check.record(sum(counts.get(c, 0) for c in t.extra["codes"]), t.expected, t.unit, t.source,
+                     {**doc, "window_s": window})
+        raise ProbeError(f"{host}: the kernel log ({doc['source']}) covers {short}, not {over}: XIDs "
+                         f"before it (a reboot, a volatile journal) are unseen, so no PASS; keep a "
+                         f"persistent journal (journald Storage=persistent), or judge this boot only "
+                         f"with xid_fatal window: boot in a site profile")
+    what = (f"fatal XIDs in the kernel log ({doc['source']}) over {over}"
             + (": " + ", ".join(f"XID {c} x{n} on {', '.join(devices[c]) or '?'}" for c, n in fatal.items())
                if fatal else "")
             + (f"; others: {', '.join(f'XID {c} x{n}' for c, n in counts.items() if c not in fatal)}"
@@ -53,14 +63,20 @@ def test_error_counters(host, check, health):
                *(f"GPU {g}" for g in before["pcie_replay"])]
     check.require(grew, f"{len(grew)} counter(s) grew", "no error counter grows during the run on "
                   + ", ".join(watched), COUNTERS, cause="a marginal cable, transceiver, port or PCIe "
-                  "link (link_downed: a flap)", details={"before": before, "after": after,
-                                                         "unreadable": unread})
+                  "link (link_downed, carrier_changes: the link flapped)",
+                  details={"before": before, "after": after, "unreadable": unread})
 
 
 def test_sdc(host, fleet, check, health):
     doc = health.sdc(host.name)
     if doc.get("error"):
         raise ProbeError(f"{host}: silent-data-corruption probe: {doc['error']}")
+    ran = sorted({d.get("name") for d in doc["devices"].values()})
+    if host.gpus and (len(doc["devices"]) != len(host.gpus) or "cpu" in ran):  # a PASS on fewer
+        check.record(None, details=doc)
+        raise ProbeError(f"{host}: the silent-data-corruption probe ran on {len(doc['devices'])} device(s) "
+                         f"({', '.join(ran)}) of the {len(host.gpus)} GPUs NVML reports: "
+                         f"CUDA_VISIBLE_DEVICES or a GPU torch cannot use")
     fails, mine = judge.sdc_host(doc)
     key = sdc_class(doc)
     peers = {host.name: mine}

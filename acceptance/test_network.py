@@ -113,6 +113,13 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig):
     # the retry policy: after a miss, the all-reduce again (up to attempts); bisected only after
     res = retry.kept(*retry.best_of(run(), lambda: run(again=True), busbw, t))
     doc = res["doc"]
+    ranks = {n: len(fleet.facts(n)["nvidia"].get("gpus") or []) or 1 for n in names}  # CPU: one rank
+    if doc["world_size"] != sum(ranks.values()):  # judged on fewer GPUs, it proves nothing of the rest
+        check.record(busbw(res), t.expected, t.unit, t.source, details={"rows": doc["rows"], "ranks": ranks})
+        per = ", ".join(f"{n} {g}" for n, g in ranks.items())
+        raise ProbeError(f"all hosts: the multi-node all-reduce ran {doc['world_size']} ranks where NVML "
+                         f"reports {sum(ranks.values())} GPUs ({per}): it needs a rank per GPU of every "
+                         f"host (Slurm gres, CUDA_VISIBLE_DEVICES)")
     cause, found = "", {}
     if not t.ok(busbw(res)):
         found = network.bisect(names, t, env, timeout)

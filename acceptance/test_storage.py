@@ -120,8 +120,10 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
     starved = storage.starved(shares, node_min)
     per_host = f" and every host >= {node_min:g} {limit.unit}" if node_min is not None else ""
     check.record(measured, limit.expected + per_host, limit.unit, limit.source, info)
-    if starved or not limit.ok(measured):
+    unstable = retry.unstable(got, t, limit.unit)
+    if starved or not limit.ok(measured) or unstable:
         pytest.fail(f"all hosts: {what} = {measured} {limit.unit}, expected {limit.expected}"
                     f"{per_host} ({limit.profile}, source: {limit.source})"
                     + (f"; below the per-host minimum: {', '.join(starved)}" if starved else "")
+                    + (f"; {unstable}" if unstable else "")
                     + f"; likely cause: {storage.aggregate_cause(shares, d0)}", pytrace=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from signoff import outlier
+from signoff import outlier, retry
 from signoff.profiles import Threshold, matches
 
 NA_PREFIX = "N.A.:"
@@ -60,6 +60,9 @@ class Check:
               cause, details: dict | None, fleet: dict | None, what: str | None = None) -> None:
         __tracebackhide__ = True
         details = dict(details or {})
+        why = retry.unstable(details, t, t.unit) if t is not None and not failures else None
+        if why:
+            failures = [f"{what or t.criterion} = {measured} {t.unit}, {why}"]
         if fleet is not None and t is not None:
             res = details["fleet"] = outlier.compare(self.host, fleet, t.fleet_min, t.profile)
             res["text"] = outlier.describe(res, t.unit, "pairs" if "->" in str(self.host) else "hosts")

@@ -3,6 +3,7 @@
 A family's __init__ (light: no controller imports, the profile loader reads it) declares
   CRITERIA   {criterion: {"type": "number"|"version", "ops": ("min",) by default, "extra": keys}}
   check_extra(criterion, extra, where)   optional: validate a threshold's extra keys (InputError)
+  check_profile(profile, where)   optional: validate the loaded profile as a whole (its class too)
   SECTIONS   optional {top-level profile key: merge(inherited, section, where) -> dict}
   PLUGIN     optional: its pytest plugin module (options, fixtures, the pytest_signoff_* hooks)
   rebuild(report_dir, doc)   optional: what `python -m signoff.results rebuild` adds for it

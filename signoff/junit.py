@@ -38,6 +38,14 @@ def _case(suite, classname: str, name: str, status: str, message: str, seconds: 
         el.text = xml_text(message)
 
 
+def _attempts(r: dict) -> dict:
+    """A measured-again figure's attempts and spread (signoff/retry.py), also on a PASS."""
+    d = r.get("details") or {}
+    if len(d.get("attempts") or []) < 2:
+        return {}
+    return {"attempts": ", ".join(str(v) for v in d["attempts"]), "spread_pct": d.get("spread_pct")}
+
+
 def write(path: Path, doc: dict) -> None:
     records, meta = doc["results"], doc["meta"]
     counts = Counter(r["status"] for r in records)
@@ -55,7 +63,7 @@ def write(path: Path, doc: dict) -> None:
         _case(suite, module.removesuffix(".py").replace("/", "."), name, r["status"],
               r.get("message") or "", r.get("duration_s", 0.0),
               {"host": r["host"], "measured": r.get("measured"), "expected": r.get("expected"),
-               "unit": r.get("unit"), "source": r.get("source")})
+               "unit": r.get("unit"), "source": r.get("source"), **_attempts(r)})
     # CI jobs that only count testcases must still see a partial or failed sign-off.
     why = meta.get("partial") or ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     _case(suite, "signoff", "verdict", "PASS" if verdict == "PASS" else "FAIL",

@@ -203,7 +203,7 @@ def _threshold(name, spec, path, profile) -> Threshold:
     if not isinstance(spec, dict):
         raise InputError(f"{w}: expected a mapping with one of min/max/equals, unit and source")
     allowed = set(LIMIT_KEYS) | {"unit", "source", "provisional"} | set(known[name].get("extra", ())) \
-        | ({"attempts"} if known[name].get("retry") else set()) \
+        | (set(retry.KEYS) if known[name].get("retry") else set()) \
         | ({"fleet_min"} if known[name].get("fleet") else set())  # signoff/retry.py, outlier.py
     unknown = sorted(set(spec) - allowed)
     if unknown:
@@ -219,6 +219,12 @@ def _threshold(name, spec, path, profile) -> Threshold:
     kind = known[name]["type"]
     if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise InputError(f"{w}.{op}: expected a number, got {value!r}")
+    # A floor at or below 0 passes every figure (none is negative); a ceiling below 0 none.
+    if kind == "number" and op == "min" and value <= 0:
+        raise InputError(f"{w}.min: {value!r} can never fail (no figure is below it): set a floor "
+                         f"above 0, or `uncalibrated: \"<why>\"`")
+    if kind == "number" and op == "max" and value < 0:
+        raise InputError(f"{w}.max: {value!r} can never pass (no count or temperature is below 0)")
     if kind == "version" and not isinstance(value, str):  # YAML reads 525.60 as 525.6
         raise InputError(f"{w}.{op}: quote a version ('{value}'), or YAML reads it as a number")
     if kind == "version" and not version_tuple(value):
@@ -321,7 +327,7 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
     base = dict(parent.baseline) if parent else {}
     if data.get("baseline") is not None:
         base = _baseline(base, data["baseline"], path)
-    return Profile(
+    out = Profile(
         baseline=base,
         name=name,
         path=str(path),
@@ -334,6 +340,10 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
         uncalibrated=uncalibrated,
         own_fleet_min=fleet_min,
     )
+    for mod in families.modules():  # a family's rules over the whole profile (its class too)
+        if hasattr(mod, "check_profile"):
+            mod.check_profile(out, _where(path, "criteria"))
+    return out
 
 
 def known_fleet(criterion: str) -> bool:

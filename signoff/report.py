@@ -187,7 +187,9 @@ def cover(verdict: str, doc: dict) -> str:
                f"({escape(tolerance_text(base))})</h3><ul>"
                f"{''.join(regressions + moved) or '<li>no regression</li>'}</ul>" if base else "")
             + f"<p class='so-counts'>{len(records)} checks: {parts}</p>"
-            f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
+            + (f"<p class='so-retried'>{escape(retried_text(again))}: see Measured again</p>"
+               if (again := retried(records)) else "")
+            + f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
             f"({escape(str(meta.get('profile_class', '')))}); hosts ({len(hosts)}): "
             f"{escape(hosts_text(hosts))}<br>{escape(run_line(meta))}"
             + f"<br>Launcher: {escape(launcher(meta))}"
@@ -379,11 +381,32 @@ def summary_table(records: list[dict]) -> str:
 RETRIED_SHOWN = 50  # rows of the retried-figures table; the rest are in results.json
 
 
+def retried(records: list[dict]) -> list[dict]:
+    """The records the retry policy measured again, widest spread first."""
+    return sorted((r for r in records if len((r.get("details") or {}).get("attempts") or []) > 1),
+                  key=lambda r: -(r["details"].get("spread_pct") or 0))
+
+
+def retried_text(recs: list[dict]) -> str:
+    """'3 figures measured again after a miss: 2 PASS (their attempts agree), 1 FAIL'."""
+    by = Counter(r["status"] for r in recs)
+    return (f"{len(recs)} figure{'s' if len(recs) > 1 else ''} measured again after a miss: "
+            + ", ".join(f"{n} {s}" for s, n in by.items())
+            + (" (a PASS after a miss: its attempts agree within max_spread)" if by["PASS"] else ""))
+
+
+def retried_line(r: dict) -> str:
+    """'`net_pair_bandwidth` on a->b: PASS, attempts 0.9, 1.1 Gb/s (spread 18 %)'."""
+    d = r["details"]
+    return (f"`{r['criterion']}` on {r['host']}: {r['status']}, attempts "
+            f"{', '.join(_fmt(v) for v in d['attempts'])} {r.get('unit') or ''} (spread "
+            f"{_fmt(d.get('spread_pct'))} %)")
+
+
 def retried_section(records: list[dict]) -> str:
     """Every figure the retry policy measured again (signoff/retry.py): each attempt, the
     spread, the judged (best) figure and the status; the widest spreads first."""
-    recs = sorted((r for r in records if (r.get("details") or {}).get("attempts")),
-                  key=lambda r: -(r["details"].get("spread_pct") or 0))
+    recs = retried(records)
     if not recs:
         return ""
     rows = "".join(f"<tr class='{status_class(r['status'])}'><td>{escape(r['criterion'])}</td>"
@@ -490,8 +513,12 @@ def methodology(doc: dict, profile, methods: list) -> str:
             "threshold at the first attempt is measured again, up to the threshold's attempts in all "
             "(the profile's <code>attempts</code>, default 3: the attempts column below); every "
             "attempt is kept and shown with its spread (Measured again), the best is judged, and a "
-            "FAIL says how many attempts it had. Correctness, health, temperatures and versions are "
-            "never measured again, nor is a probe that failed.</p>"
+            "FAIL says how many attempts it had. The attempts must agree: a spread wider than the "
+            "threshold's <code>max_spread</code> (default 10 %) FAILs as unstable, naming every "
+            "attempt, whatever the best one measured. Correctness, health, temperatures and versions "
+            "are never measured again, nor is a probe that failed. Figures measured per host or pair "
+            "are also judged against the fleet: below <code>fleet_min</code> x the median of the "
+            "run's hosts (pairs) of the class (3 at least) a figure FAILs as an outlier.</p>"
             f"<table class='so-table'><tr><th>check</th><th>tool</th><th>method</th></tr>{rows}</table>"
             f"<h3>What the statuses mean</h3><ul>{statuses}</ul>{sources}</div>")
 
@@ -552,6 +579,12 @@ def markdown(doc: dict) -> str:
             who, what, cause = problem_line(g)
             out.append(f"- **{g['status']}** `{g['criterion']}` on {who}: {what}"
                        + (f"; likely cause: {cause}" if cause else ""))
+        out.append("")
+    again = retried(doc["results"])
+    if again:
+        out += ["## Measured again", "", retried_text(again), ""]
+        out += [f"- {retried_line(r)}" for r in again[:RETRIED_SHOWN]]
+        out += [f"- {len(again) - RETRIED_SHOWN} more in results.json"] if len(again) > RETRIED_SHOWN else []
         out.append("")
     fleet = {c: fs for c in dict.fromkeys(r["criterion"] for r in doc["results"])
              if (fs := fleet_stats([r for r in doc["results"] if r["criterion"] == c]))}

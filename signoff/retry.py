@@ -1,16 +1,24 @@
 """The retry policy for noisy figures (bandwidth, throughput): a figure that misses its threshold
 is measured again, up to the threshold's `attempts` in all; every attempt's figure is kept, the
-best is judged, the spread is reported, and a FAIL says how many attempts it had. A criterion
-opts in with `"retry": True` in its family's CRITERIA; correctness, health, temperature and
-version checks never do, so nothing wrong is ever measured again into a PASS."""
+best is judged, the spread is reported, and a FAIL says how many attempts it had. The attempts
+must agree: a spread wider than the threshold's `max_spread` (default 10 %) FAILs as unstable,
+naming every attempt, even when the best one clears the threshold, so a flapping link or a
+GPU that throttles in one attempt is never retried into a PASS. A criterion opts in with
+`"retry": True` in its family's CRITERIA; correctness, health, temperature and version checks
+never do, so nothing wrong is ever measured again into a PASS."""
 
 from __future__ import annotations
 
-from signoff import InputError
+from signoff import InputError, families
+from signoff.units import parse_fraction
 
 # A neighbour's job or a clock ramp costs one attempt, not the sign-off: best of 3 in all,
 # bounded so that a truly slow host costs 3 measurements, never more than 5.
 ATTEMPTS, MAX_ATTEMPTS = 3, 5
+# A disturbed attempt is a few percent off; a part whose figure moves by more than a tenth
+# between attempts minutes apart is not stable enough to sign off (signoff rule, README).
+MAX_SPREAD = 0.10
+KEYS = ("attempts", "max_spread")  # a retry criterion's own profile keys
 
 
 def count(t) -> int:
@@ -21,6 +29,31 @@ def check(extra: dict, where: str) -> None:
     n = extra.get("attempts", ATTEMPTS)
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_ATTEMPTS:
         raise InputError(f"{where}.attempts: {n!r}: expected 1-{MAX_ATTEMPTS} (1: never measured again)")
+    if "max_spread" in extra:
+        try:
+            v = parse_fraction(extra["max_spread"])
+        except ValueError as exc:
+            raise InputError(f"{where}.max_spread: {exc}") from None
+        if v <= 0:
+            raise InputError(f"{where}.max_spread: {extra['max_spread']!r}: expected above 0 (0 would fail "
+                             f"any two attempts)")
+
+
+def max_spread(t) -> float:
+    """The widest spread of attempts still judged stable, in percent."""
+    return 100 * (parse_fraction(t.extra["max_spread"]) if "max_spread" in t.extra else MAX_SPREAD)
+
+
+def unstable(doc: dict, t, unit: str) -> str | None:
+    """Why a measured-again figure is not stable (its attempts' spread above max_spread), else None."""
+    spread, tries = doc.get("spread_pct"), doc.get("attempts") or []
+    if not families.criteria()[t.criterion].get("retry") or len(tries) < 2 or not _number(spread) \
+            or spread <= max_spread(t):
+        return None
+    shown = ", ".join(f"{v:g}" if _number(v) else "none" for v in tries)
+    return (f"unstable: {len(tries)} attempts gave {shown} {unit}, a spread of {spread:g} % > max_spread "
+            f"{max_spread(t):g} % ({t.profile}): a flapping link, a GPU that throttles in one attempt or "
+            f"a neighbour's load, never signed off on its best attempt")
 
 
 def spread_pct(figures: list) -> float | None:

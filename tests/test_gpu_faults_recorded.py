@@ -261,3 +261,12 @@ def test_an_interpreter_without_nvidia_ml_py_is_named_not_blamed_on_nvml(tmp_pat
     msg = res["ecc_enabled"]["message"]
     assert res["ecc_enabled"]["status"] == "ERROR" and f"--profile auto: gpunode: {lacks}" in msg, msg
     assert "fix NVML" not in msg and msg.endswith("; pass --profile")
+
+
+def test_sdc_run_on_fewer_devices_than_nvml_reports_errors_never_passes(tmp_path):
+    """The recorded H200 pair's NVML reports 2 GPUs; the real SDC probe here sees no GPU and
+    computes on the CPU: one CPU device is no proof about two GPUs (it passed before)."""
+    res = run(tmp_path, faulty_h200(tmp_path, lambda g0, g1: None), "acceptance/test_health.py", "-k", "sdc")
+    r = res["sdc"]
+    assert r["status"] == "ERROR", r
+    assert "probe ran on 1 device(s) (cpu) of the 2 GPUs NVML reports" in r["message"], r["message"]

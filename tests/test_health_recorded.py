@@ -45,7 +45,8 @@ def judged(tmp_path: Path, inv: Path, *args: str, profile="h200-2x-nvlink") -> d
 # A recorded machine up for ten days: its log carries its own boot time, so the result never
 # depends on how long this machine has been up (a CI machine is minutes old).
 RECORDED_UPTIME = 10 * 86400
-XID_LOG = ((7200, "usb 1-1: new device"),
+XID_LOG = ((RECORDED_UPTIME, "Linux version 6.1.0 (recorded)"),  # [0.000000]: the log holds its boot
+           (7200, "usb 1-1: new device"),
            (3600, "NVRM: Xid (PCI:0000:00:07): 13, pid=4242, Graphics Exception"),
            (60, "NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', GPU has fallen off"))
 
@@ -59,11 +60,39 @@ def recorded_log(path: Path, now: float, lines=XID_LOG) -> Path:
     return path
 
 
-def test_xid_history_of_this_machines_kernel_log_passes(tmp_path):
-    """This machine's own kernel log (journal, else dmesg), read for real: no XID."""
-    r = judged(tmp_path, recorded_host(tmp_path), "-k", "xid_history")["xid_history"]
-    assert r["status"] == "PASS", r
-    assert r["details"]["source"] in ("journal", "dmesg (this boot)") and r["measured"] == 0
+def boot_window(tmp_path: Path) -> str:
+    """h200-2x-nvlink judging XIDs over this boot: a machine's uptime is not the test's to choose."""
+    prof = tmp_path / "boot.yaml"
+    prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  xid_fatal: {max: 0, window: boot, "
+                    "codes: [48, 63, 64, 74, 79, 92, 94, 95], unit: XIDs, source: 'as nvidia-base'}\n")
+    return str(prof)
+
+
+def test_xid_history_of_this_machines_kernel_log_over_this_boot(tmp_path):
+    """This machine's own kernel log (journal, else dmesg), read for real since its boot: no
+    XID; a PASS exactly when the log still holds the boot (a ring buffer the lab's bridge
+    messages wrapped does not: ERROR, saying from when it covers)."""
+    r = judged(tmp_path, recorded_host(tmp_path), "-k", "xid_history",
+               profile=boot_window(tmp_path))["xid_history"]
+    d = r["details"]
+    assert d["source"] in ("journal", "dmesg (this boot)") and d["since"] == d["boot"], d
+    covered = d["covers_from"] is not None and d["covers_from"] <= d["since"] + 60
+    assert r["status"] == ("PASS" if covered else "ERROR"), r
+    assert covered or "covers the last" in r["message"] and "not this boot" in r["message"], r
+
+
+def test_a_log_shorter_than_the_window_is_an_error_never_a_pass(tmp_path):
+    """The review's case: a node rebooted after an XID 79, its log (dmesg, recorded) covers the
+    23 minutes since: "no fatal XID over the last 168 h" would be a false PASS."""
+    now = time.time()
+    log = tmp_path / "kern.log"
+    log.write_text(f"btime {int(now) - 1400}\n[    0.000000] Linux version 6.1.0 (recorded)\n"
+                   "[  600.000000] usb 1-1: new device\n")
+    r = judged(tmp_path, recorded_host(tmp_path, {"SIGNOFF_KERNEL_LOG": log}), "-k", "xid_history")
+    r = r["xid_history"]
+    assert r["status"] == "ERROR", r
+    assert "covers the last 23 min only (from " in r["message"] and "not the last 168 h" in r["message"]
+    assert "xid_fatal window: boot" in r["message"] and r["details"]["covers_from"] == int(now) - 1400
 
 
 def test_xid_history_with_a_fatal_xid_injected_fails_naming_it(tmp_path):
@@ -88,7 +117,11 @@ def test_recorded_xid_log_reads_alike_whatever_this_machines_uptime(tmp_path, mo
         seen.append(probe.kernel_xids(now - 168 * 3600))
     assert seen[0] == seen[1]
     assert seen[0]["counts"] == {"13": 1, "79": 1} and seen[0]["error"] is None
-    assert seen[0]["covers_from"] == now - 7200
+    assert seen[0]["covers_from"] == now - 168 * 3600  # it holds its boot, 10 days back: all of it
+    short = probe.kernel_xids(now - 11 * 86400)  # a window older than its boot: from its boot only
+    assert short["covers_from"] == now - RECORDED_UPTIME and short["counts"] == {"13": 1, "79": 1}
+    boot = probe.kernel_xids("boot")  # its own boot, never this machine's
+    assert boot["since"] == boot["covers_from"] == boot["boot"] == int(now) - RECORDED_UPTIME
 
 
 def test_recorded_dmesg_without_its_boot_time_is_an_error(tmp_path, monkeypatch):

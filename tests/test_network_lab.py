@@ -333,3 +333,50 @@ def test_ib_write_bw_named_by_the_profile_is_never_swapped_for_tcp(lab, tmp_path
     assert pairs["lab1->lab2"]["message"] == ("lab1->lab2: ib_write_bw is not installed on lab1, lab2 "
                                               "(the profile's net_pair_bandwidth.tool)")
     assert {v["status"] for v in pairs.values()} == {"ERROR"}
+
+
+def test_a_link_slow_in_one_attempt_and_fast_in_the_next_fails_as_unstable(lab, tmp_path):
+    """A flapping link, for real: lab3's sending side is shaped to 100 Mbit/s for its first
+    attempt only (lab3's Python lifts the shaping before the second). The best attempt clears
+    the floor, the two disagree: FAIL as unstable naming both, never a best-of PASS."""
+    prof = tmp_path / "twice.yaml"
+    prof.write_text(f"extends: {LAB}\ncriteria:\n  net_pair_bandwidth: {{min: 1, unit: Gb/s, streams: 4, "
+                    "duration: 2, attempts: 2, source: 'as lab.yaml'}\n")
+    h3 = lab.host("lab3")
+    tc = ["ip", "netns", "exec", h3.netns, "tc", "qdisc"]
+    subprocess.run([*tc, "add", "dev", h3.veth_host, "root", "tbf", "rate", "100mbit",
+                    "burst", "64kb", "latency", "50ms"], check=True)
+    done = tmp_path / "first-attempt-done"
+    py = script(tmp_path, "flapping", f'case "$1 $2" in *netpair.py\\ client)\n'
+                f'  if [ -e {done} ]; then tc qdisc del dev {h3.veth_host} root; else touch {done}; fi;;\n'
+                f'esac\nexec {sys.executable} "$@"')
+    try:
+        rc, res, out = accept(tmp_path, "acceptance/test_network.py", "-k", "pair", "--inventory",
+                              inventory(lab, tmp_path, lab3={"python": py}), "--profile", str(prof))
+    finally:
+        subprocess.run([*tc, "del", "dev", h3.veth_host, "root"], capture_output=True)
+    r = by_key(res)
+    flap = r[("net_pair_bandwidth", "lab3->lab1")]
+    first, second = flap["details"]["attempts"]
+    assert first < 0.2 and second > 1, flap  # shaped, then not: the best clears the floor
+    assert flap["status"] == "FAIL" and "unstable: 2 attempts gave" in flap["message"], flap
+    assert "> max_spread 10 %" in flap["message"], flap["message"]
+    for p in ("lab1->lab2", "lab2->lab3"):
+        assert r[("net_pair_bandwidth", p)]["status"] == "PASS", r[("net_pair_bandwidth", p)]
+
+
+def test_a_link_flap_during_the_run_fails_that_host(lab, tmp_path):
+    """lab2's data link goes down and up (for real, in its namespace) between the counters'
+    first and last snapshot: its carrier_changes grew, so error_counters FAILs lab2 alone."""
+    h2 = lab.host("lab2")
+    link = f"ip link set dev {h2.veth_host}"
+    py = script(tmp_path, "flap", f'case "$1 $2" in *sysinfo.py\\ counters)\n'
+                f'  {link} down; sleep 0.3; {link} up; sleep 1;;\nesac\nexec {sys.executable} "$@"')
+    rc, res, out = accept(tmp_path, "acceptance/test_health.py", "-k", "error_counters", "--inventory",
+                          inventory(lab, tmp_path, lab2={"python": py}), "--profile", LAB)
+    r = by_key(res)
+    flap = r[("error_counters", "lab2")]
+    assert flap["status"] == "FAIL", flap
+    assert f"{h2.veth_host} carrier_changes +2" in flap["message"], flap["message"]
+    assert "the link flapped" in flap["message"]
+    assert r[("error_counters", "lab1")]["status"] == "PASS", r[("error_counters", "lab1")]

@@ -25,3 +25,11 @@ def test_a_hang_blames_the_stopped_host_that_got_least_far():
     res = summarise(outcome, ["lab1", "lab2", "lab3"], first="lab1", killed={"lab2", "lab3"})
     assert res["culprits"] == ["lab2"]
     assert res["states"]["lab1"] == "exit 1 before joining: DistStoreError: Timed out after 10 seconds"
+
+
+def test_two_hosts_are_measured_both_ways_and_bisected_once():
+    """One pair of two hosts would never measure the second host's transmit path."""
+    from signoff.network.judge import ring_pairs, rounds
+    assert ring_pairs(["a", "b"]) == [("a", "b"), ("b", "a")]
+    assert rounds(ring_pairs(["a", "b"])) == [[("a", "b")], [("b", "a")]]  # never both at once
+    assert ring_pairs(["a", "b", "c"]) == [("a", "b"), ("b", "c"), ("c", "a")]

@@ -287,3 +287,29 @@ def test_power_limit_is_the_class_rated_one(name, watts):
     """The datasheet TDP or a capture's default limit (docs/reference-figures.md)."""
     t = profiles.load(name).threshold("power_limit")
     assert (t.value, t.unit) == (watts, "W") and not t.provisional
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("allreduce_busbw: {min: -1, unit: GB/s, source: x}", r"criteria\.allreduce_busbw\.min: -1 can never"),
+    ("hbm_bandwidth: {min: 0, unit: TB/s, source: x}", r"criteria\.hbm_bandwidth\.min: 0 can never fail"),
+    ("soak_gpu_temp: {max: -5, unit: C, source: x}", r"criteria\.soak_gpu_temp\.max: -5 can never pass"),
+    ("storage_read_aggregate: {min: 1, unit: GB/s, node_min: 0, source: x}",
+     r"criteria\.storage_read_aggregate\.node_min: expected a number of GB/s above 0"),
+    ("storage_read_aggregate: {min: 1, unit: GB/s, per: gpu, source: x}",
+     r"criteria\.storage_read_aggregate\.per: gpu in a profile that expects no GPU"),
+])
+def test_a_threshold_that_cannot_fail_is_refused_naming_file_and_key(write_profile, spec, why):
+    p = write_profile("weak", f"extends: local\ncriteria:\n  {spec}\n")
+    with pytest.raises(InputError, match=f"weak.yaml: {why}"):
+        profiles.load(str(p))
+
+
+def test_an_aggregate_per_gpu_over_hosts_without_gpus_errors_naming_the_key(write_profile):
+    from signoff.storage.judge import scaled
+    p = write_profile("pergpu", 'extends: h200-1x\ncriteria:\n  storage_read_aggregate: '
+                      '{min: 1, unit: GB/s, per: gpu, source: x}\n')
+    t = profiles.load(str(p)).threshold("storage_read_aggregate")
+    assert scaled(t, hosts=2, gpus=2).value == 2
+    with pytest.raises(InputError, match=r"pergpu: criteria\.storage_read_aggregate\.per: gpu, but no host "
+                                         r"of this run reports a GPU: the minimum would be 0 GB/s"):
+        scaled(t, hosts=2, gpus=0)

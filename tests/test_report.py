@@ -291,3 +291,26 @@ def test_run_line_states_durations_over_a_day():
             "operator": "a@b", "suite_version": "0.1.0"}
     assert "UTC (25 h 0 min) by a@b" in run_line(meta)  # was "(60 min 5 s)": timedelta.seconds
     assert "(1 min 5 s)" in run_line({**meta, "finished": "2026-12-01T00:01:05+00:00"})
+
+
+def test_a_pass_after_a_miss_is_on_the_cover_in_report_md_and_junit(tmp_path):
+    """A PASS measured again (its attempts within max_spread) is not a plain PASS: the cover,
+    report.md and junit.xml say so with the attempts; a first-attempt PASS is not listed."""
+    import xml.etree.ElementTree as ET
+
+    from signoff import junit
+    recs = [rec("allreduce_busbw", "node1", "PASS", 101.0, unit="GB/s",
+                details={"attempts": [97.0, 101.0], "spread_pct": 4.0}),
+            rec("allreduce_busbw", "node2", "PASS", 120.0, unit="GB/s", details={})]
+    doc = {"meta": {"hosts": ["node1", "node2"], "profile": "p"}, "results": recs, "verdict": "PASS"}
+    cover = report.cover("PASS", doc)
+    assert "1 figure measured again after a miss: 1 PASS (a PASS after a miss: its attempts agree" in cover
+    md = report.markdown(doc)
+    assert "## Measured again" in md and "- `allreduce_busbw` on node1: PASS, attempts 97, 101 GB/s " \
+                                            "(spread 4 %)" in md and "node2: PASS" not in md
+    junit.write(tmp_path / "j.xml", doc)
+    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
+             for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")}
+    assert props["test_allreduce_busbw[node1]"]["attempts"] == "97.0, 101.0"
+    assert props["test_allreduce_busbw[node1]"]["spread_pct"] == "4.0"
+    assert "attempts" not in props["test_allreduce_busbw[node2]"]

@@ -154,3 +154,32 @@ def test_a_transport_fallback_in_any_all_reduce_attempt_stays(tmp_path):
     first = attempt(5, {"SHM": [[0, 1]], "P2P/CUMEM": [[1, 0]]})
     got = best_of(first, lambda: next(later), threshold(tmp_path))
     assert got["transports"] == {"SHM": [(0, 1)], "P2P/CUMEM": [(0, 1), (1, 0)]}
+
+
+def test_attempts_that_disagree_fail_as_unstable_naming_each_even_when_the_best_passes(tmp_path):
+    """The review's case: 90 / 150 / 470 GB/s against >= 431: the best clears it, the part
+    does not give the same figure twice (spread 80.9 %): FAIL, never best-of-3 PASS."""
+    from types import SimpleNamespace
+
+    from signoff.check import Check
+    p = tmp_path / "p.yaml"
+    p.write_text("extends: local\ncriteria:\n  allreduce_busbw: {min: 431, unit: GB/s, size: 1M, "
+                 "sweep: [1M, 2M], source: 'test'}\n")
+    t = profiles.load(str(p)).threshold("allreduce_busbw")
+    c = Check(SimpleNamespace(user_properties=[]), "node7")
+    flaky = {"attempts": [90, 150, 470], "spread_pct": retry.spread_pct([90, 150, 470])}
+    with pytest.raises(pytest.fail.Exception) as exc:
+        c.expect(470, t, "all-reduce busbw", details=flaky)
+    assert str(exc.value).startswith("node7: all-reduce busbw = 470 GB/s, unstable: 3 attempts gave 90, "
+                                     "150, 470 GB/s, a spread of 80.9 % > max_spread 10 % (p)"), exc.value
+    c.expect(440, t, details={"attempts": [425, 440], "spread_pct": 3.4})  # they agree: PASS
+    loose = tmp_path / "loose.yaml"
+    loose.write_text(f"extends: {p}\ncriteria:\n  allreduce_busbw: {{min: 431, unit: GB/s, size: 1M, "
+                     "sweep: [1M, 2M], max_spread: 90%, source: 'test'}\n")
+    c.expect(470, profiles.load(str(loose)).threshold("allreduce_busbw"), details=flaky)  # its own key
+
+
+@pytest.mark.parametrize("value", ["0%", "x", "100%"])
+def test_max_spread_outside_0_to_100_percent_is_refused(tmp_path, value):
+    with pytest.raises(InputError, match=r"criteria.allreduce_busbw.max_spread: "):
+        threshold(tmp_path, f"max_spread: '{value}', ")

@@ -25,12 +25,12 @@ PLUGIN = "signoff.gpu.plugin"
 
 def check_extra(name: str, value, extra: dict, where: str) -> None:
     from signoff.soak.judge import parse_duration
-    if name == "xid_fatal":
+    if name == "xid_fatal" and extra.get("window") != "boot":  # boot: since this machine booted
         try:
             if parse_duration(extra.get("window")) <= 0:
                 raise ValueError
         except ValueError:
-            raise InputError(f"{where}.window: expected a duration like 168h, got "
+            raise InputError(f"{where}.window: expected a duration like 168h, or boot, got "
                              f"{extra.get('window')!r}") from None
         codes = extra.get("codes")
         if not isinstance(codes, list) or not codes or \

@@ -3,12 +3,32 @@ thermal thresholds in either NVML form, GPU-NIC relation."""
 
 from __future__ import annotations
 
+import time
+from datetime import datetime, timezone
 from statistics import median
 
 from signoff.versions.parity import majority
 
 # nvidia-smi topo -m's relations, closest first
 LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+# A log's first line and /proc/stat's btime (whole seconds) differ by a moment at boot.
+COVER_SLACK_S = 60
+
+
+def log_short(doc: dict) -> str | None:
+    """What a kernel log covers when it covers less than asked ('the last 23 min (from
+    2026-12-02T01:13:00Z)'), else None. Unknown coverage (no line at all) is short too."""
+    since, start = doc.get("since"), doc.get("covers_from")
+    if isinstance(since, (int, float)) and isinstance(start, (int, float)) and start <= since + COVER_SLACK_S:
+        return None
+    if not isinstance(start, (int, float)):
+        return "an unknown span (no line of it could be dated)"
+    age = max(0.0, time.time() - start)
+    when = datetime.fromtimestamp(start, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    span = f"{age / 3600:.1f} h" if age >= 3600 else f"{age / 60:.0f} min"
+    return f"the last {span} only (from {when})"
 
 
 def counter_growth(before: dict, after: dict, ifaces: list[str]) -> tuple[list[str], list[str]]:

@@ -93,6 +93,8 @@ def error_counters(nv=None):
     for name in _ls(SYS + "/class/net"):
         base = "%s/class/net/%s/statistics/" % (SYS, name)
         out["net"][name] = {k: _int(_read(base + k)) for k in NET_COUNTERS}
+        # each carrier loss and return: a link that flapped during the run (none on a sound link)
+        out["net"][name]["carrier_changes"] = _int(_read("%s/class/net/%s/carrier_changes" % (SYS, name)))
     if nv is not None:
         for i in range(_nv(nv.nvmlDeviceGetCount) or 0):
             h = _nv(nv.nvmlDeviceGetHandleByIndex, i)
@@ -483,6 +485,13 @@ def _journal(since):
         (None, "journalctl: no kernel messages since then (no persistent journal?)")
 
 
+def _journal_reaches(since):
+    """Whether the journal holds any entry older than `since` (so it covers all after it)."""
+    out, _ = _run(["journalctl", "--until", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)),
+                   "-n", "1", "-o", "short-unix", "--no-pager", "-q"], timeout=60)
+    return bool(out and out.strip())
+
+
 def _boot_time():
     """(epoch this machine booted, None) or (None, why), from /proc/stat."""
     try:
@@ -517,7 +526,7 @@ def _recorded(text):
     after a `btime <epoch>` line (the recorded machine's /proc/stat)."""
     m = re.search(r"^btime (\d+)\s*$", text, re.M)
     if m:
-        return _since_boot(text, int(m.group(1))), None
+        return _since_boot(text, int(m.group(1))), None, int(m.group(1))
     lines = []
     for line in text.splitlines():
         t, _, rest = line.partition(" ")
@@ -526,27 +535,36 @@ def _recorded(text):
         except ValueError:
             if re.match(r"\[\s*\d+\.\d+\]", line):
                 return None, ("dmesg's seconds since boot but no 'btime <epoch>' line (its "
-                              "machine's /proc/stat): the log's times are unknown")
-    return lines, None
+                              "machine's /proc/stat): the log's times are unknown"), None
+    return lines, None, None
 
 
 def kernel_xids(since):
-    """XIDs ('NVRM: Xid (PCI:...): N, ...') of the kernel log since `since`: the journal,
-    else dmesg. SIGNOFF_KERNEL_LOG names a recorded dmesg-format log read instead (tests
-    inject a fault there). An unreadable log is an error, never "no XID"."""
+    """XIDs ('NVRM: Xid (PCI:...): N, ...') of the kernel log since `since` (an epoch, or
+    "boot": this machine's, or the recorded log's, boot): the journal, else dmesg.
+    SIGNOFF_KERNEL_LOG names a recorded log read instead (tests inject a fault there). An
+    unreadable log is an error, never "no XID". covers_from: the oldest moment the log
+    provably covers (a reboot or a volatile journal loses what came before)."""
     out = {"probe": "xids", "since": since, "source": None, "covers_from": None, "notes": [],
-           "xids": [], "counts": {}, "error": None}
+           "xids": [], "counts": {}, "error": None, "boot": None}
     rec = os.environ.get("SIGNOFF_KERNEL_LOG")
+    reaches = False
     if rec:
         try:
             with open(rec) as f:
-                lines, why = _recorded(f.read())
+                lines, why, out["boot"] = _recorded(f.read())
         except OSError as exc:
             lines, why = None, "recorded log %s: %s" % (rec, exc)
         out["source"] = "recorded log %s" % rec
     else:
-        lines, why = _journal(since)
+        out["boot"], why = _boot_time()
+        if since == "boot" and out["boot"] is None:
+            out["error"] = why
+            return out
+        start = out["boot"] if since == "boot" else since
+        lines, why = _journal(start)
         out["source"] = "journal"
+        reaches = lines is not None and _journal_reaches(start)
         if lines is None:
             out["notes"].append(why)
             lines, why = _dmesg()
@@ -554,8 +572,15 @@ def kernel_xids(since):
     if lines is None:
         out["error"] = "; ".join(out["notes"] + [why])
         return out
+    if since == "boot":
+        if out["boot"] is None:
+            out["error"] = "the recorded log has no 'btime <epoch>' line: its boot is unknown"
+            return out
+        since = out["since"] = out["boot"]
+    # A log whose oldest line is younger than `since` says nothing of what came before it.
+    out["covers_from"] = since if reaches or (lines and lines[0][0] <= since) else \
+        (lines[0][0] if lines else None)
     lines = [(t, text) for t, text in lines if t >= since]
-    out["covers_from"] = lines[0][0] if lines else None
     for t, text in lines:
         m = XID.search(text)
         if not m:
@@ -570,7 +595,7 @@ def kernel_xids(since):
 
 def main():
     if sys.argv[1:2] == ["xids"]:
-        print(json.dumps(kernel_xids(float(sys.argv[2]))))
+        print(json.dumps(kernel_xids(sys.argv[2] if sys.argv[2] == "boot" else float(sys.argv[2]))))
         return
     if sys.argv[1:2] == ["counters"]:
         print(json.dumps(counters_now()))

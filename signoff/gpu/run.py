@@ -23,8 +23,9 @@ class Health:
     def _probe(self, name: str, *args, timeout: float = 180):
         return lambda n: self.fleet.sessions[n].cached_probe(name, *args, timeout=timeout)
 
-    def xids(self, host: str, window_s: float) -> dict:
-        since = str(round(self.started - window_s))
+    def xids(self, host: str, window_s: float | None) -> dict:
+        """The host's kernel-log XIDs over the last window_s before the run; None: this boot."""
+        since = "boot" if window_s is None else str(round(self.started - window_s))
         return self._measured("xid history", host, ("test_xid_history",),
                               self._probe("sysinfo", "xids", since))
 

@@ -11,11 +11,10 @@ from signoff.transport import HostUnreachable
 
 
 def ring_pairs(names: list[str]) -> list[tuple[str, str]]:
-    """Each host sends to the next; two hosts make one pair, not two."""
+    """Each host sends to the next, so every host's transmit and receive paths are measured:
+    two hosts make two pairs, one each way (one pair would never measure B's transmit)."""
     if len(names) < 2:
         return []
-    if len(names) == 2:
-        return [(names[0], names[1])]
     return [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
 
 

@@ -217,7 +217,8 @@ class Network:
         """Re-measure every ring pair (disjoint pairs at once) and name the slow host or link."""
         size = t.extra["size"]
         pair_bw = {}
-        for rnd in rounds(ring_pairs(names)):
+        # an all-reduce of two hosts is the same both ways: each unordered pair once
+        for rnd in rounds(list({frozenset(p): p for p in ring_pairs(names)}.values())):
             with threads(len(rnd)) as pool:
                 runs = pool.map(lambda p: self.allreduce(list(p), size, size, env, timeout), rnd)
                 for p, r in zip(rnd, runs):

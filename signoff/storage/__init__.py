@@ -3,7 +3,7 @@ every host at once (the aggregate over the window all were reading). probe_stora
 prepares, reads (fio or the built-in reader) and cleans; run.py drives it on every host;
 judge.py holds the knobs, the overlap window and the likely causes."""
 
-from signoff.storage.judge import check_extra  # noqa: F401 - the family's validator
+from signoff.storage.judge import check_extra, check_profile  # noqa: F401 - the family's validators
 
 # retry: a miss read again, up to `attempts` in all (signoff/retry.py; run.py aggregate, _again)
 CRITERIA = {

@@ -52,9 +52,10 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
                 raise InputError(f"{w}: expected a positive integer, got {val!r}")
         elif key == "per" and val not in PER:
             raise InputError(f"{w}: expected one of {', '.join(PER)}, got {val!r}")
-        elif key == "node_min" and (isinstance(val, bool) or not isinstance(val, (int, float))
-                                    or val < 0):
-            raise InputError(f"{w}: expected a number of GB/s every host must read, got {val!r}")
+        elif key == "node_min" and val is not None and (  # 0 would judge nothing
+                isinstance(val, bool) or not isinstance(val, (int, float)) or val <= 0):
+            raise InputError(f"{w}: expected a number of GB/s above 0 every host must read (or none: "
+                             f"not judged per host), got {val!r}")
     k = {**KNOBS.get(name, {}), **extra}
     if name == "storage_read_small":
         fs, bs = parse_size(k["file_size"]), parse_size(k["bs"])
@@ -62,6 +63,15 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
             raise InputError(f"{where}.file_size: {k['file_size']} is larger than bs {k['bs']} "
                              f"but not a multiple of it (each file is read whole, in bs blocks)")
 
+
+
+def check_profile(profile, where: str) -> None:
+    """`per: gpu` in a profile of no GPU class scales the aggregate minimum by 0 GPUs."""
+    t = profile.criteria.get("storage_read_aggregate")
+    if t and t.extra.get("per") == "gpu" and not profile.gpu_required:
+        raise InputError(f"{where}.storage_read_aggregate.per: gpu in a profile that expects no GPU "
+                         f"(hardware names no gpu_model or gpu_count): the minimum would be 0 GB/s on a "
+                         f"host without GPUs; use per: node or cluster")
 
 
 def knobs(t: Threshold) -> dict:
@@ -130,6 +140,10 @@ def scaled(t: Threshold, hosts: int, gpus: int) -> Threshold:
     if per == "cluster":
         return t
     n = hosts if per == "node" else gpus
+    if n < 1:  # x 0 GPUs: a minimum of 0, which nothing fails
+        raise InputError(f"profile {t.profile}: criteria.storage_read_aggregate.per: {per}, but no host of "
+                         f"this run reports a {'GPU' if per == 'gpu' else 'node'}: the minimum would be "
+                         f"0 GB/s; use per: node or cluster")
     return replace(t, value=round(t.value * n, 3),
                    source=f"{t.source}; x {n} {'nodes' if per == 'node' else 'GPUs'}")
 
