@@ -6,6 +6,7 @@ not now regressed whatever its figure; hosts that appeared or vanished are named
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from signoff import InputError
@@ -55,7 +56,25 @@ def _number(v) -> bool:
 
 
 def _direction(expected) -> int:
-    return {">=": 1, "<=": -1}.get(str(expected or "").split(" ", 1)[0], 0)
+    """+1 where higher is better, -1 where lower is: the threshold's own sign wherever the
+    expected text states it ("every GPU pair >= 300 GB/s", "... on every GPU <= 85 C")."""
+    m = re.search(r"(>=|<=)\s*-?\d", str(expected or ""))
+    return {">=": 1, "<=": -1}[m.group(1)] if m else 0
+
+
+def warnings(doc: dict, base: dict) -> list[str]:
+    """Why a baseline may not compare with this run: another class or profile, another suite
+    version, a run that was not complete."""
+    now, then = doc.get("meta") or {}, base.get("meta") or {}
+    out = []
+    for key, what in (("profile_class", "hardware class"), ("profile", "profile"),
+                      ("suite_version", "suite version")):
+        if now.get(key) and then.get(key) and now[key] != then[key]:
+            out.append(f"its {what} is {then[key]}, this run's {now[key]}")
+    if base.get("verdict") in (None, "INCOMPLETE") or then.get("partial"):
+        out.append(f"it was not a complete run (verdict {base.get('verdict') or 'none'}"
+                   + (f"; partial: {then['partial']}" if then.get("partial") else "") + ")")
+    return out
 
 
 def _hosts(doc: dict) -> set[str]:
@@ -67,7 +86,7 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
     for every criterion or tolerances()' dict."""
     tol = tolerance if isinstance(tolerance, dict) else {"default": tolerance, "criteria": {}}
     before = {(r["criterion"], r["host"]): r for r in base["results"]}
-    regressions = []
+    regressions, unlike = [], []
     for r in doc["results"]:
         b = before.get((r["criterion"], r["host"]))
         if b is None:
@@ -75,6 +94,11 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
         x = {"criterion": r["criterion"], "host": r["host"], "status": r["status"],
              "unit": r.get("unit") or "", "measured": r.get("measured"), "baseline": b.get("measured")}
         sign = _direction(r.get("expected") or b.get("expected"))
+        numbers = _number(x["measured"]) and _number(x["baseline"])
+        if numbers and (r.get("unit") or "") != (b.get("unit") or ""):
+            # 0.95 x line rate against 370 Gb/s is no -99.7 %: figures of unlike units never compared
+            unlike.append({**x, "baseline_unit": b.get("unit") or ""})
+            sign = 0
         if sign and _number(x["measured"]) and _number(x["baseline"]) and x["baseline"]:
             change = (x["measured"] - x["baseline"]) / abs(x["baseline"])
             if sign * change < -tol["criteria"].get(r["criterion"], tol["default"]):
@@ -91,4 +115,5 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
             **({"tolerance_from": tol["from"]} if "from" in tol else {}),
             "compared": sum((r["criterion"], r["host"]) in before for r in doc["results"]),
             "regressions": sorted(regressions, key=lambda x: x.get("change_pct", -1000)),
+            "unlike_units": unlike, "warnings": warnings(doc, base),
             "appeared": sorted(now - then), "vanished": sorted(then - now)}

@@ -175,6 +175,7 @@ def cover(verdict: str, doc: dict) -> str:
                    for x in base.get("regressions", [])]
     moved = [f"<li>hosts {kind} since the baseline: {escape(hosts_text(base[kind]))}</li>"
              for kind in ("appeared", "vanished") if base.get(kind)]
+    moved += [f"<li class='so-regression'>{escape(w)}</li>" for w in baseline_notes(base)]
     counts = Counter(r["status"] for r in records)
     parts = ", ".join(f"<span class='{status_class(s)}' data-status='{s}'>{counts[s]} {s}</span>"
                       for s in STATUSES if counts[s])
@@ -198,6 +199,18 @@ def cover(verdict: str, doc: dict) -> str:
             + "</p><p>PASS needs every applicable check to run and pass; ERROR means the check "
             "could not measure (it is not a pass); N.A. means the profile does not apply it to "
             "that host; NOT RUN means it was not measured (see the Methodology).</p></div>")
+
+
+def baseline_notes(base: dict) -> list[str]:
+    """Why the baseline may not compare, and the figures not compared (unlike units)."""
+    out = [f"baseline warning: {w}" for w in base.get("warnings") or []]
+    unlike = base.get("unlike_units") or []
+    if unlike:
+        shown = "; ".join(f"{x['criterion']} on {x['host']} ({x['unit'] or 'no unit'} now, "
+                          f"{x['baseline_unit'] or 'no unit'} then)" for x in unlike[:5])
+        more = f" and {len(unlike) - 5} more" if len(unlike) > 5 else ""
+        out.append(f"not compared, unlike units: {shown}{more}")
+    return out
 
 
 def regression_text(x: dict) -> str:
@@ -597,6 +610,7 @@ def markdown(doc: dict) -> str:
         out += [f"## Compared with {base.get('name')} ({tolerance_text(base)})", ""]
         out += [f"- **REGRESSED** `{x['criterion']}` on {x['host']}: {regression_text(x)}"
                 for x in base.get("regressions", [])] or ["- no regression"]
+        out += [f"- {n}" for n in baseline_notes(base)]
         out += [f"- hosts {k} since the baseline: {hosts_text(base[k])}"
                 for k in ("appeared", "vanished") if base.get(k)]
         out.append("")

@@ -83,3 +83,36 @@ def test_the_profile_sets_tolerances_per_criterion_and_the_option_overrides_them
         p.write_text(f"extends: local\n{bad}\n")
         with pytest.raises(InputError, match=match):
             profiles.load(str(p))
+
+
+def test_the_direction_is_the_thresholds_wherever_the_expected_text_states_it():
+    """The review's misses: P2P -30 %, soak GEMM -16 %, GPU temperature +42 % (their expected
+    texts start with words, so the sign was never read)."""
+    def three(p2p, gemm, temp):
+        return doc(["a"], rec("p2p_bandwidth", "a", p2p, "every GPU pair >= 300 GB/s"),
+                   rec("soak_gemm_tflops", "a", gemm, "bf16 GEMM rate per GPU (mean after the 60 s "
+                       "warm-up) >= 500 TFLOP/s"),
+                   rec("soak_gpu_temp", "a", temp, "sustained GPU temperature on every GPU <= 85 C"))
+    got = baseline.compare(three(350, 551, 71), three(500, 656, 50), 0.05, "r1")
+    changes = {x["criterion"]: x["change_pct"] for x in got["regressions"]}
+    assert changes == {"p2p_bandwidth": -30.0, "soak_gemm_tflops": -16.0, "soak_gpu_temp": 42.0}
+    assert baseline.compare(three(500, 656, 40), three(500, 656, 50), 0.05, "r1")["regressions"] == []
+
+
+def test_unlike_units_are_never_compared_and_an_unlike_baseline_is_flagged():
+    now = doc(["a"], {**rec("net_pair_bandwidth", "a", 0.95, ">= 0.8 x line rate"), "unit": "x line rate"})
+    then = doc(["a"], rec("net_pair_bandwidth", "a", 370, ">= 300 Gb/s"))
+    now["meta"].update(profile="h100-8x-nvlink", profile_class="8 x NVIDIA H100", suite_version="2")
+    then["meta"].update(profile="a100-80gb-8x-nvlink", profile_class="8 x NVIDIA A100", suite_version="1",
+                        partial="-k network")
+    then["verdict"] = "INCOMPLETE"
+    got = baseline.compare(now, then, 0.05, "r1")
+    assert got["regressions"] == []  # not "-99.7 %"
+    u = got["unlike_units"][0]
+    assert (u["unit"], u["baseline_unit"]) == ("x line rate", "GB/s")
+    w = " | ".join(got["warnings"])
+    assert "its hardware class is 8 x NVIDIA A100, this run's 8 x NVIDIA H100" in w
+    assert "its suite version is 1, this run's 2" in w
+    assert "it was not a complete run (verdict INCOMPLETE" in w
+    from signoff.report import baseline_notes
+    assert any("not compared, unlike units: net_pair_bandwidth on a" in n for n in baseline_notes(got))
