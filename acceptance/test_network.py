@@ -50,8 +50,11 @@ def test_net_pair_bandwidth(pair, pairs, network, profile, check):
                          f"expected 'x line rate' or 'Gb/s'")
     try:
         res = network.pair(*pair, pairs, t)  # measured again after a miss: the retry policy
-    except ProbeError as exc:
-        check.record(None, t.expected, t.unit, t.source, details={"stderr": exc.stderr} if exc.stderr else {})
+    except ProbeError as exc:  # the attempts before the one that broke are kept
+        tries = {"attempts": exc.attempts, "spread_pct": retry.spread_pct(exc.attempts)} \
+            if getattr(exc, "attempts", None) else {}
+        check.record(None, t.expected, t.unit, t.source,
+                     details={**({"stderr": exc.stderr} if exc.stderr else {}), **tries})
         raise
     said = retry.said(res, t.unit)  # ', best of 2 attempts (...)' after a miss
     how = f"{res['gbps']:g} Gb/s ({res['tool']}, {res['streams']} streams{said})"

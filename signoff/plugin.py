@@ -27,6 +27,7 @@ from signoff import (
     junit,
     profiles,
     report,
+    retry,
     sheet,
     slurm,
 )
@@ -543,6 +544,12 @@ PHASES = pytest.StashKey[tuple]()
 def pytest_runtest_makereport(item, call):
     rep = (yield).get_result()
     status, message = _status(rep, call)
+    tries = getattr(call.excinfo.value, "attempts", None) if call.excinfo is not None else None
+    if tries and not any(k == "signoff" for k, _ in item.user_properties):  # what broke kept its figures
+        kept = ("signoff", {"measured": None, "expected": "", "unit": "", "source": "",
+                            "details": {"attempts": tries, "spread_pct": retry.spread_pct(tries)}})
+        item.user_properties.append(kept)
+        rep.user_properties.append(kept)
     if call.excinfo is not None and call.excinfo.errisinstance(OUR_ERRORS):
         rep.longrepr = message  # the cause, not a traceback through our plumbing
     # The worst phase is the check's status, stated once, on the teardown report: a status

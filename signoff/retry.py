@@ -67,8 +67,19 @@ def measured(first, again, figure, t) -> list:
     attempts remain (an unmeasurable figure counts as a miss): every attempt's document."""
     tries = [first]
     while wants_more(tries, figure, t):
-        tries.append(again())
+        try:
+            tries.append(again())
+        except Exception as exc:  # the attempt that broke is the result: the earlier ones stay
+            raise broke(exc, [figure(d) for d in tries]) from None
     return tries
+
+
+def broke(exc: Exception, before: list) -> Exception:
+    """`exc` (an attempt that broke) carrying the figures the attempts before it measured: its
+    ERROR's details and the report keep them (`attempts`, the broken one as none)."""
+    if before:
+        exc.attempts = [*before, None]
+    return exc
 
 
 def wants_more(tries: list, figure, t) -> bool:

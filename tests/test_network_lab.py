@@ -380,3 +380,29 @@ def test_a_link_flap_during_the_run_fails_that_host(lab, tmp_path):
     assert f"{h2.veth_host} carrier_changes +2" in flap["message"], flap["message"]
     assert "the link flapped" in flap["message"]
     assert r[("error_counters", "lab1")]["status"] == "PASS", r[("error_counters", "lab1")]
+
+
+def test_an_attempt_that_breaks_is_the_error_and_keeps_the_figure_before_it(lab, tmp_path):
+    """lab3->lab1 misses (shaped), and lab3's iperf3 client breaks on its second attempt: ERROR,
+    with the first attempt's figure in its details, never lost."""
+    prof = tmp_path / "twice.yaml"
+    prof.write_text(f"extends: {LAB}\ncriteria:\n  net_pair_bandwidth: {{min: 1, unit: Gb/s, streams: 4, "
+                    "duration: 2, attempts: 2, source: 'as lab.yaml'}\n")
+    h3 = lab.host("lab3")
+    tc = ["ip", "netns", "exec", h3.netns, "tc", "qdisc"]
+    subprocess.run([*tc, "add", "dev", h3.veth_host, "root", "tbf", "rate", "100mbit",
+                    "burst", "64kb", "latency", "50ms"], check=True)
+    done = tmp_path / "first-attempt-done"
+    py = script(tmp_path, "breaking", f'case "$1 $2" in *netpair.py\\ client)\n'
+                f'  if [ -e {done} ]; then echo "iperf3: interrupt - the client has terminated" >&2; exit 1;'
+                f' fi; touch {done};;\nesac\nexec {sys.executable} "$@"')
+    try:
+        rc, res, out = accept(tmp_path, "acceptance/test_network.py", "-k", "pair", "--inventory",
+                              inventory(lab, tmp_path, lab3={"python": py}), "--profile", str(prof))
+    finally:
+        subprocess.run([*tc, "del", "dev", h3.veth_host, "root"], capture_output=True)
+    broke = by_key(res)[("net_pair_bandwidth", "lab3->lab1")]
+    assert broke["status"] == "ERROR", broke
+    first, second = broke["details"]["attempts"]
+    assert 0 < first < 0.2 and second is None, broke
+    assert "lab3->lab1" in (tmp_path / "report" / "report.md").read_text().split("## Measured again")[1]

@@ -183,3 +183,24 @@ def test_attempts_that_disagree_fail_as_unstable_naming_each_even_when_the_best_
 def test_max_spread_outside_0_to_100_percent_is_refused(tmp_path, value):
     with pytest.raises(InputError, match=r"criteria.allreduce_busbw.max_spread: "):
         threshold(tmp_path, f"max_spread: '{value}', ")
+
+
+def test_an_attempt_that_breaks_keeps_the_figures_measured_before_it(tmp_path):
+    """The broken attempt is the result (ERROR), and the attempts before it stay in its details."""
+    from signoff.network.judge import judged
+    from signoff.training.run import train_doc
+    prof = profile_with(tmp_path, "  train_throughput: {min: 400, unit: TFLOP/s, attempts: 3, "
+                                  "source: 'test'}\n")
+
+    class Breaks(Recorded):
+        def probe(self, name, *args, **kw):
+            if self.asked:
+                raise ProbeError("n1: training probe failed (exit 137): killed")
+            return super().probe(name)
+    host = Breaks([step(380, [5.0, 1.0])], gpus=2)
+    with pytest.raises(ProbeError) as exc:
+        train_doc(host, prof)
+    assert exc.value.attempts == [380, None]
+    net = profile_with(tmp_path, "  net_pair_bandwidth: {min: 10, unit: Gb/s, source: 'test'}\n")
+    got = judged([{"gbps": 4.0}, ProbeError("a->b: iperf3 exit 1")], net.threshold("net_pair_bandwidth"))
+    assert isinstance(got, ProbeError) and got.attempts == [4.0, None]

@@ -77,7 +77,7 @@ def judged(tries: list, t):
     kept), or None while it wants another attempt. An error ends the pair's attempts and is its
     result: a host or tool that broke is not noise."""
     if isinstance(tries[-1], Exception):
-        return tries[-1]
+        return retry.broke(tries[-1], [pair_figure(r, t.unit) for r in tries[:-1]])
     figure = lambda r: pair_figure(r, t.unit)  # noqa: E731
     if figure(tries[-1]) is None:  # no line rate to share: not noise, the check ERRORs saying so
         return tries[-1]

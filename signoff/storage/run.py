@@ -362,7 +362,7 @@ class StorageRun:
         for n, docs in tries.items():
             last = docs[-1]
             if isinstance(last, Exception):  # an attempt that broke is the host's result: ERROR
-                out[n] = last
+                out[n] = retry.broke(last, [alone_gbps(d) for d in docs[:-1]])
             elif alone_gbps(last) is None:  # read through the page cache: no figure, as judged
                 out[n] = retry.kept(last, [alone_gbps(d) for d in docs])
             else:
