@@ -4,6 +4,7 @@ from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.units import version_tuple
 from signoff.versions import parity
+from signoff.versions.judge import runs_on
 
 PARITY_SOURCE = "majority of hosts in this run"
 # CUDA major of the torch build -> the oldest driver branch that runs it
@@ -64,9 +65,7 @@ def test_torch_cuda_build(host, gpus, check):
     else:
         arches = t.get("arch_list") or []
         for cc in sorted({g["compute_capability"] for g in gpus}):
-            sm = cc.replace(".", "")
-            ptx = [a for a in arches if a.startswith("compute_") and int(a[8:]) <= int(sm)]
-            if f"sm_{sm}" not in arches and not ptx:
+            if not runs_on(arches, cc):
                 bad.append(f"compute capability {cc} is not in torch's arch list {arches}")
         major = version_tuple(t["cuda"])[0]
         need = DRIVER_FOR_CUDA.get(major)

@@ -1,0 +1,126 @@
+"""The recorded host's interpreter: answers each probe with its recorded document.
+
+Run as `respond.py HOST.json PROBE.py ARGS...` by the host's "python" (a wrapper that the
+tests write): the controller ships and starts every probe for real (`cd <run dir> && env
+... python <probe>.py args`), and this prints what that probe printed on the recorded host,
+so that everything up to the probe (transport, shipping, locks, timeouts) and after it
+(parsing, retries, judging, the report) runs for real. HOST.json holds one recorded document
+per probe (and per mode where a probe has modes: sysinfo, sysinfo counters, p2p, p2p
+--no-bandwidth, storage claim / prepare / read); `sysinfo xids` is the real probe reading the
+host's recorded kernel log (SIGNOFF_KERNEL_LOG). What depends on the call is taken from it:
+the storage run's id and start time, the soak's duration
+(its sample stream is the recorded one, continued in its steady state), NCCL_* as the
+controller set them. A probe HOST.json has no document for answers an error saying so
+(never the real probe: it would measure this machine); anything but a probe (`python -c`)
+runs in this interpreter. Stdlib only.
+"""
+
+import json
+import os
+import sys
+
+
+def arg(args, name, default=None):
+    return args[args.index(name) + 1] if name in args else default
+
+
+def nccl_env():
+    return {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+
+
+def out(doc):
+    sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+def sysinfo(rec, args):
+    if args[:1] == ["xids"]:  # the real probe, reading the host's recorded kernel log
+        os.environ["SIGNOFF_KERNEL_LOG"] = rec["kernel_log"]
+        os.execv(sys.executable, [sys.executable, "sysinfo.py", *args])
+    if args[:1] == ["counters"]:
+        return rec["counters"]
+    return rec["sysinfo"]
+
+
+def p2p(rec, args):
+    doc = dict(rec["p2p"])
+    if "--no-bandwidth" in args:  # the topology alone
+        for k in ("unidirectional", "bidirectional", "peer_access", "elapsed_s"):
+            doc.pop(k, None)
+    return doc
+
+
+def allreduce(rec, args):
+    return {**rec["allreduce"], "argv": args, "nccl_env": nccl_env()}
+
+
+def train(rec, args):
+    doc = {**rec["train"], "argv": args}
+    doc["settings"] = {**doc["settings"], "nccl_env": nccl_env()}
+    return doc
+
+
+def soak(rec, args):
+    """The stream: header, one sample per interval over --duration (the recording, then its
+    steady part again), the final document."""
+    s = rec["soak"]
+    duration, interval = float(arg(args, "--duration", 90)), float(arg(args, "--interval", 1))
+    out({**s["header"], "duration_s": duration, "interval_s": interval})
+    series, steady = s["series"], s["steady_from"]
+    n = int(round(duration / interval)) + 1
+    for k in range(n):
+        src = series[k] if k < len(series) else series[steady + (k - steady) % (len(series) - steady)]
+        out({**src, "type": "sample", "t": round(k * interval, 2)})
+    return {**s["final"], "duration_s": duration, "interval_s": interval, "samples": n}
+
+
+def storage(rec, args):
+    """claim, prepare, read (a read at --start-at, as the controller asked): the recorded
+    documents; the run's directory by the probe's own naming rule."""
+    st = rec["storage"]
+    cmd, runid, host = args[0], arg(args, "--runid"), arg(args, "--host")
+    path = st["path"]
+    mine = ".signoff-%s-%s" % (runid, host)
+    common = {"host": st["hostname"], "command": cmd, "runid": runid}
+    if cmd == "claim":
+        return {"path": path, "fs": st["fs"], "readonly": False, "leftovers": [], "free": st["free"],
+                "dir": os.path.join(path, mine), **common}
+    if cmd == "prepare":
+        w = arg(args, "--workload")
+        return {"path": path, "workload": w, "readonly": False, "fs": st["fs"], "run_dirs": [mine],
+                "free": st["free"], "sharers": 1, "dir": os.path.join(path, mine),
+                "write_seconds": st["prepare"][w]["write_seconds"], "files": st["prepare"][w]["files"],
+                "bytes": st["prepare"][w]["bytes"], **common}
+    if cmd == "read":
+        w, runtime = arg(args, "--workload"), float(arg(args, "--runtime"))
+        doc = dict(st["read"][w])
+        start = float(arg(args, "--start-at", 0)) or doc["t_start"]
+        doc.update(t_start=start, t_end=start + runtime, seconds=runtime,
+                   bytes=int(doc["gbps"] * 1e9 * runtime), bw_bytes=doc["gbps"] * 1e9,
+                   params={**doc["params"], "runtime_s": int(runtime)},
+                   intervals=[[start + i * runtime / 10, start + (i + 1) * runtime / 10,
+                               int(doc["gbps"] * 1e8 * runtime)] for i in range(10)])
+        return {**doc, **common}
+    return {"path": path, "removed": [], "failed": [], **common}
+
+
+ANSWERS = {"sysinfo": sysinfo, "p2p": p2p, "allreduce": allreduce, "train": train, "soak": soak,
+           "storage": storage, "hbm": None, "sdc": None, "hostlink": None, "loader": None}
+
+
+def main():
+    rec_path, probe, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    name = os.path.basename(probe)[:-3] if probe.endswith(".py") else None
+    with open(rec_path) as f:
+        rec = json.load(f)
+    if name is None:
+        os.execv(sys.executable, [sys.executable, probe, *args])
+    fn = ANSWERS.get(name)
+    if name not in rec and not (fn and name in ("sysinfo", "soak", "storage", "train", "p2p")):
+        out({"probe": name, "error": "recorded host: no recorded document for probe %s" % name})
+        return 0
+    out(fn(rec, args) if fn else {**rec[name], "argv": args})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
