@@ -421,6 +421,12 @@ class Fleet:
         self._say(family, final=True)
         return fut.result()
 
+    def register(self, family: str, futures: dict) -> None:
+        """Measurements started elsewhere (the soak's, one future per host) that every later
+        family waits for, as for its own (measured, settle)."""
+        with self._family_lock:
+            self._families.setdefault(family, {}).update(futures)
+
     def peers(self, family: str, figure) -> dict:
         """figure(doc) of every host `family` measured (waiting for those under way): the
         hosts of the class a check compares its own figure with (signoff/outlier.py). A host

@@ -77,3 +77,16 @@ def test_settle_waits_for_the_running_family(fleet):
     fleet.measured("A", "n1", lambda n: time.sleep(1 if n == "n2" else 0), ["n1", "n2"])
     fleet.settle()
     assert all(f.done() for f in fleet._families["A"].values())
+
+
+def test_a_family_waits_for_a_soak_no_check_waited_for(fleet):
+    """The soak starts at the first soak check; if that check ERRORs before waiting for it (a
+    missing threshold), the next family must still not measure beside the load."""
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(1)
+    soak_end = []
+    fleet.register("soak", {"n1": pool.submit(lambda: (time.sleep(1.0), soak_end.append(time.monotonic())))})
+    started = []
+    fleet.measured("interconnect", "n1", lambda n: started.append(time.monotonic()), ["n1"])
+    pool.shutdown()
+    assert soak_end and started[0] >= soak_end[0]  # after the soak, never beside it

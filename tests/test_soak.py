@@ -368,3 +368,25 @@ def test_probe_without_nvml_events_or_memory_sensor_says_why():
     assert doc["nvml_unreadable"]["mem_temp"].startswith("NVMLError")
     assert all(x is None for line in out.getvalue().splitlines()
                if '"sample"' in line for x in json.loads(line)["mem_temp"])
+
+
+def test_a_soak_that_ended_early_is_never_judged():
+    """A soak probe that stopped after 40 s of a planned 90 s (and still sent its document) did
+    not sustain the load: its checks ERROR, saying so, rather than judge 40 s as 90."""
+    from types import SimpleNamespace
+
+    from signoff.fleet import ProbeError
+    from signoff.soak.plugin import soaked
+    full, short = series(duration=90, n=1), series(duration=40, n=1)
+
+    def run_of(s):
+        hs = SimpleNamespace(name="n1", error=None, series=s, header={"gpus": [0]})
+        return SimpleNamespace(profile=profiles.load("local"), hosts={"n1": hs}, say=None,
+                               plan={"duration": 90, "interval": 1.0}, wait=lambda name, **kw: hs)
+    class Host(SimpleNamespace):
+        def __str__(self):
+            return self.name
+    host = Host(name="n1", hardware={}, gpus=[{"index": 0}])
+    assert soaked(host, run_of(full)).series is full
+    with pytest.raises(ProbeError, match=r"^n1: the soak's samples span 40 s of the planned 90 s: it ended"):
+        soaked(host, run_of(short))

@@ -62,6 +62,12 @@ def soaked(host, soak_run):
         raise ProbeError(f"{host}: soak probe: {hs.error}")
     if hs.series is None or len(hs.series) < 2:
         raise ProbeError(f"{host}: the soak probe sent no samples")
+    plan = soak_run.plan
+    span = hs.series.t[-1] - hs.series.t[0]
+    if span < plan["duration"] - 2 * plan["interval"] - 1:  # the last sample lands an interval early
+        raise ProbeError(f"{host}: the soak's samples span {span:.0f} s of the planned "
+                         f"{plan['duration']:g} s: it ended early, so the load was not sustained "
+                         f"and cannot be judged")
     seen = len(hs.header.get("gpus") or [])
     if seen != len(host.gpus):  # judged on fewer GPUs, a judgement could pass having measured none
         raise ProbeError(f"{host}: the soak probe's NVML saw {seen} GPU(s) where sysinfo reports "

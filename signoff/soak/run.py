@@ -149,6 +149,9 @@ class SoakRunner:
             self._publish(hs)
         for name in names:
             self._futures[name] = self._pool.submit(self._run, self.hosts[name])
+        # A later family waits for the soak as for any family, even where no check waited for
+        # it (a soak check that ERRORed before soaked()): nothing else runs beside the load.
+        self.fleet.register("soak", self._futures)
 
     def _run(self, hs: HostSoak) -> HostSoak:
         session = self.fleet.sessions[hs.name]
