@@ -106,8 +106,8 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig):
                                  + "; ".join(f"{h}: {res['states'][h]}" for h in res["culprits"])
                                  + (f"; not run because of {'it' if len(res['culprits']) == 1 else 'them'}"
                                     f": {', '.join(res['not_run'])}" if res["not_run"] else ""))
-            raise ProbeError("multi-node all-reduce failed; caused by "
-                             f"{', '.join(res['culprits']) or 'unknown'}: "
+            who = ", ".join(res["culprits"]) or "no one host (every host timed out together)"
+            raise ProbeError(f"multi-node all-reduce failed; caused by {who}: "
                              + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))
         return res
 

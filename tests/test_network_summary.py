@@ -33,3 +33,14 @@ def test_two_hosts_are_measured_both_ways_and_bisected_once():
     assert ring_pairs(["a", "b"]) == [("a", "b"), ("b", "a")]
     assert rounds(ring_pairs(["a", "b"])) == [[("a", "b")], [("b", "a")]]  # never both at once
     assert ring_pairs(["a", "b", "c"]) == [("a", "b"), ("b", "c"), ("c", "a")]
+
+
+def test_every_ranks_watchdog_firing_blames_no_one_host():
+    """All ranks joined and timed out on their own (NCCL's watchdog): the first to say so is
+    no more the cause than the others."""
+    dog = '{"error": "Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)"}'
+    outcome = {h: rank(1, "signoff-event started node 0\nsignoff-event joined\n", dog)
+               for h in ("lab1", "lab2", "lab3")}
+    res = summarise(outcome, ["lab1", "lab2", "lab3"], first="lab2")
+    assert res["culprits"] == [], res
+    assert res["states"]["lab1"].startswith("exit 1 after joining: Watchdog caught")

@@ -200,10 +200,11 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
         return {"ok": True, "doc": doc, "states": states}
     if not culprits and first:
         timed_out = re.search(r"time[ds]? ?out", states.get(first, ""), re.I)
+        every = len(names) > 1 and all(re.search(r"time[ds]? ?out", states.get(n, ""), re.I) for n in names)
         if timed_out and killed:  # a hang: the stopped hosts that got least far
             least = min(progress.get(k, 0) for k in killed)
             culprits = sorted(k for k in killed if progress.get(k, 0) == least)
-        else:
+        elif not every:  # every rank's watchdog fired: whoever said so first is not the cause
             culprits = [first]
     return {"ok": False, "started": True, "states": states, "culprits": culprits, "not_run": []}
 
