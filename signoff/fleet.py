@@ -93,17 +93,25 @@ echo "locked $L $$"; exec >/dev/null 2>&1
 while :; do sleep 2 & wait $!; done"""
 KEEPER_S = 30 * 86400  # the host-side limit of a keeper: longer than any soak
 
-# The run's temp dir, with its keeper's pid and start time; and the temp dirs of runs that are
-# gone (their keeper is dead, or its pid now another process's: pids wrap on a busy host; a dir
-# without one, of an older version, once it is 10 minutes old). The lock's pid file likewise.
-MKTEMP = ("d=$(mktemp -d /tmp/signoff.XXXXXXXX) && echo {keeper} $(cut -d' ' -f22 /proc/{keeper}/stat "
-          "2>/dev/null) > $d/.keeper && echo $d && "
-          "for o in /tmp/signoff.????????; do [ -d \"$o\" ] && [ \"$o\" != \"$d\" ] || continue; "
-          "set -- $(cat $o/.keeper 2>/dev/null); k=${{1:-}}; t=${{2:-}}; if [ -n \"$k\" ]; then "
-          "[ -d /proc/$k ] && {{ [ -z \"$t\" ] || [ \"$(cut -d' ' -f22 /proc/$k/stat)\" = \"$t\" ]; }} "
-          "&& continue; "
-          "elif [ -n \"$(find $o -maxdepth 0 -mmin -10)\" ]; then continue; fi; "
-          "echo leftover $o $(date -u -d @$(stat -c %Y $o) +%FT%TZ); done")
+# The run's temp dir, with its keeper's pid and start time: one short command, its own cause
+# (no space, a read-only /tmp) in its error. SIGNOFF_TMPDIR moves it (tests: a /tmp of their own).
+TMP = "${{SIGNOFF_TMPDIR:-/tmp}}"  # as .format() reads it
+MKTEMP = (f"d=$(mktemp -d {TMP}/signoff.XXXXXXXX) && echo $d && echo {{keeper}} "
+          "$(cut -d' ' -f22 /proc/{keeper}/stat 2>/dev/null) > $d/.keeper")
+# Then, apart, the temp dirs of runs that are gone (their keeper dead, or its pid now another
+# process's: pids wrap on a busy host; a dir without one, of an older version, once 10 minutes
+# old), at most SWEEP_MAX of them and for SWEEP_S: a host with thousands, or a slow /tmp, says
+# so and runs its checks. The lock's pid file is judged likewise.
+SWEEP_MAX, SWEEP_S = 200, 10
+SWEEP = (f"end=$(( $(date +%s) + {SWEEP_S} )); n=0; for o in {TMP}/signoff.????????; do "
+         "[ -d \"$o\" ] && [ \"$o\" != {own} ] || continue; "
+         "set -- $(cat $o/.keeper 2>/dev/null); k=${{1:-}}; t=${{2:-}}; if [ -n \"$k\" ]; then "
+         "[ -d /proc/$k ] && {{ [ -z \"$t\" ] || [ \"$(cut -d' ' -f22 /proc/$k/stat)\" = \"$t\" ]; }} "
+         "&& continue; "
+         "elif [ -n \"$(find $o -maxdepth 0 -mmin -10)\" ]; then continue; fi; "
+         f"n=$((n+1)); [ $n -gt {SWEEP_MAX} ] && {{{{ echo stopped more than {SWEEP_MAX}; break; }}}}; "
+         f"[ $(date +%s) -ge $end ] && {{{{ echo stopped after {SWEEP_S} s; break; }}}}; "
+         "echo leftover $o $(date -u -d @$(stat -c %Y $o) +%FT%TZ); done")
 
 
 def lacks(facts: dict) -> list[str]:
@@ -250,18 +258,32 @@ class HostSession:
         with self._lock:
             if self.workdir is None:
                 r = self.t.run(MKTEMP.format(keeper=self.keeper or "''"), 30)
-                out = r.stdout.splitlines()
+                out = r.stdout.split()
+                if out and "/signoff." in out[0]:  # created: removed at the end, whatever came next
+                    self.workdir = out[0]
                 if not r.ok or not out:
                     raise ProbeError(f"{self.host}: cannot create a temp dir in /tmp (exit {r.rc}): "
                                      f"{(r.stderr or r.stdout).strip() or 'no message'}")
-                self.workdir = out[0].strip()
-                # a dir removed while listed has no time (stat failed): 'leftover DIR' alone
-                self.leftovers = [f"probe temp dir {(ln.split() + ['', ''])[1]} of a run that is gone "
-                                  f"(since {(ln.split() + ['', '', 'unknown'])[2]})"
-                                  for ln in out[1:] if ln.startswith("leftover ")]
+                self.leftovers = self._sweep()
                 # every family's probe_<name>.py, shipped as <name>.py
                 self.t.put_all({f"{n}.py": f for n, f in families.probes().items()}, self.workdir)
             return self.workdir
+
+    def _sweep(self) -> list[str]:
+        """The temp dirs of runs that are gone (SWEEP), bounded; never fails the host."""
+        r = self.t.run(SWEEP.format(own=shlex.quote(self.workdir)), SWEEP_S + 20)
+        out = []
+        for ln in r.stdout.splitlines():
+            w = ln.split() + ["", "", "unknown"]
+            if w[0] == "leftover":  # a dir removed while listed has no time (stat failed)
+                out.append(f"probe temp dir {w[1]} of a run that is gone (since {w[2] or 'unknown'})")
+            elif w[0] == "stopped":
+                out.append(f"probe temp dirs of runs that are gone: listing stopped ({ln[8:]}); "
+                           f"more are left")
+        if not r.ok and not out:
+            out.append(f"probe temp dirs of runs that are gone: not listed (exit {r.rc}: "
+                       f"{(r.stderr or '').strip()[:200] or 'no message'})")
+        return out
 
     def probe(self, name: str, *args: str, timeout: float = 120, env: dict | None = None) -> dict:
         """Run probe <name> (signoff/<family>/probe_<name>.py) with the host's Python; return

@@ -1,0 +1,50 @@
+"""The run's temp dir and the sweep of dead runs' dirs are apart (signoff/fleet.py MKTEMP, SWEEP):
+a host with hundreds of stale dirs (a /tmp of its own here, SIGNOFF_TMPDIR) runs its checks,
+the sweep is bounded and says so, and the run's own dir is gone at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from test_cli import LOCK_WAIT, ROOT
+
+from signoff.fleet import SWEEP_MAX
+
+DEAD = 4_194_304 + 1  # above any pid_max: no process has it
+
+
+def test_a_host_with_more_stale_dirs_than_the_sweep_lists_runs_its_checks(tmp_path):
+    tmp = tmp_path / "tmp"
+    for i in range(SWEEP_MAX + 50):  # dead runs' dirs, each with its dead keeper
+        d = tmp / f"signoff.{i:08x}"
+        d.mkdir(parents=True)
+        (d / ".keeper").write_text(f"{DEAD} 1\n")
+    rd = tmp_path / "report"
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--partial",
+                        "-k", "version_parity or host_unique", "--report-dir", str(rd), "-p",
+                        "no:cacheprovider", *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "SIGNOFF_TMPDIR": str(tmp)})
+    doc = json.loads((rd / "results.json").read_text())
+    assert {r["status"] for r in doc["results"]} <= {"PASS", "N.A."}, p.stdout  # it ran its checks
+    said = doc["leftovers"]["localhost"]
+    assert len(said) == SWEEP_MAX + 1, said
+    assert f"listing stopped (more than {SWEEP_MAX}); more are left" in said[-1]
+    assert all(s.startswith(f"probe temp dir {tmp}/signoff.") for s in said[:-1])
+    assert len(list(tmp.iterdir())) == SWEEP_MAX + 50  # its own dir removed, the dead runs' kept
+
+
+def test_a_temp_dir_that_cannot_be_made_names_its_own_cause(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    rd = tmp_path / "report"
+    subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--partial",
+                    "-k", "version_parity", "--report-dir", str(rd), "-p", "no:cacheprovider", *LOCK_WAIT],
+                   cwd=ROOT, capture_output=True, text=True, timeout=300,
+                   env={**os.environ, "SIGNOFF_TMPDIR": str(ro / "missing")})
+    r = json.loads((rd / "results.json").read_text())["results"][0]
+    assert r["status"] == "ERROR" and "cannot create a temp dir in /tmp (exit 1): mktemp: " in r["message"], r
+    assert "No such file or directory" in r["message"], r["message"]
