@@ -87,15 +87,38 @@ def split_cause(message: str) -> tuple[str, str]:
     return what, cause
 
 
+# What makes one host's message differ from another's for the same cause: its temp dir,
+# addresses and ports, times, figures (kept in each check's details and results.json).
+_VARYING = [(re.compile(r"/tmp/signoff\.\w{8}"), "/tmp/signoff.*"),
+            (re.compile(r"\b\d{4}-\d\d-\d\dT[\d:.]+Z?"), "<time>"),
+            (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<address>"),
+            (re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])"), "#")]
+
+
+def normalised(message: str, host: str) -> str:
+    """A message with what varies from host to host for one cause taken out: the host's name,
+    temp dirs, addresses, ports, times and figures."""
+    m = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w.-])", "<host>", message or "") if host else message or ""
+    for pattern, stand_in in _VARYING:
+        m = pattern.sub(stand_in, m)
+    return m
+
+
 def problem_groups(records: list[dict]) -> list[dict]:
     """FAIL, ERROR, NOT RUN records grouped per (status, criterion): one cover line each,
     whatever the number of hosts; a host's checks that could not measure for one same reason
-    (unreachable, locked) are one line."""
+    (unreachable, locked) are one line, and the hosts whose checks did so for the same cause
+    (the message less its host's name, temp dir, addresses and figures) one line too."""
     same: dict = {}
     for r in records:
         if r["status"] in ("ERROR", "NOT RUN"):
             same.setdefault((r["status"], r["host"], r.get("message") or ""), []).append(r)
-    merged = [rs for rs in same.values() if len(rs) > 1]
+    across: dict = {}  # (status, the checks, the cause) -> every such host's records
+    for (status, host, msg), rs in same.items():
+        if len(rs) > 1:
+            key = (status, tuple(r["criterion"] for r in rs), normalised(msg, host))
+            across.setdefault(key, []).extend(rs)
+    merged = list(across.values())
     taken = {id(r) for rs in merged for r in rs}
     groups: dict = {}
     for r in records:
@@ -103,18 +126,21 @@ def problem_groups(records: list[dict]) -> list[dict]:
             groups.setdefault((r["status"], r["criterion"]), []).append(r)
     out = [{"criterion": c, "status": s, "records": rs} for (s, c), rs in groups.items()]
     for rs in merged:
-        names = [r["criterion"] for r in rs]
-        out.append({"criterion": f"{len(rs)} checks ({', '.join(names[:4])}"
+        names = list(dict.fromkeys(r["criterion"] for r in rs))
+        out.append({"criterion": f"{len(names)} checks ({', '.join(names[:4])}"
                                  + (f" and {len(names) - 4} more)" if len(names) > 4 else ")"),
                     "status": rs[0]["status"], "records": rs})
-    return sorted(out, key=lambda g: (PROBLEMS.index(g["status"]), g["criterion"]))
+    # the widest first (one cause on 300 hosts before a slow pair), then FAIL before ERROR
+    return sorted(out, key=lambda g: (-len({r["host"] for r in g["records"]}), PROBLEMS.index(g["status"]),
+                                      g["criterion"]))
 
 
 def problem_line(g: dict) -> tuple[str, str, str]:
     """(who, what, cause) of one group: the host(s); measured vs threshold; likely cause."""
     rs = g["records"]
     r = rs[0]
-    who = hosts_text([x["host"] for x in rs])
+    hosts = {x["host"] for x in rs}
+    who = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} hosts {hosts_text(hosts)}"
     unit = r.get("unit") or ""
     vals = sorted(x["measured"] for x in rs if _number(x.get("measured")))
     if len({x["host"] for x in rs}) == 1:
@@ -130,9 +156,19 @@ def problem_line(g: dict) -> tuple[str, str, str]:
                                                          if len(causes) > 2 else "")
         span = f"{_fmt(vals[0])}-{_fmt(vals[-1])} {unit}" if len(vals) > 1 else \
             f"{_fmt(vals[0])} {unit}" if vals else ""
-        what = (f"{len(rs)} hosts, measured {span}, expected {r.get('expected')}" if span
+        what = (f"measured {span}, expected {r.get('expected')}" if span
                 else split_cause(r.get("message") or "")[0].removeprefix(f"{r['host']}: "))
+        if not span and len({x.get("message") for x in rs}) > 1:  # one cause, each host's own paths
+            what += f" (as on {r['host']}; each host's own paths and figures in its details)"
     return who, what, cause
+
+
+COVER_LINES = 20  # a provider reads the first screen: the rest one click away
+
+
+def md_text(text: str) -> str:
+    """A message as one line of Markdown that stays text: no line breaks, markup escaped."""
+    return re.sub(r"([\\`*<\[\]|])", r"\\\1", " ".join(str(text).split()))
 
 
 def run_line(meta: dict) -> str:
@@ -164,7 +200,8 @@ def cover(verdict: str, doc: dict) -> str:
     cause), regressions against the baseline, counts, profile and class, who ran it when."""
     meta, records = doc["meta"], doc["results"]
     lines = []
-    for g in problem_groups(records):
+    groups = problem_groups(records)
+    for g in groups:
         who, what, cause = problem_line(g)
         lines.append(f"<li class='so-problem'><b class='{status_class(g['status'])}'>{g['status']}</b> "
                      f"<b>{escape(g['criterion'])}</b> on {escape(who)}: {escape(what)}"
@@ -183,7 +220,10 @@ def cover(verdict: str, doc: dict) -> str:
     return (f"{STYLE}<div class='so-cover'><h2>Sign-off verdict: "
             f"<span class='so-verdict {status_class('PASS' if verdict == 'PASS' else 'FAIL')}'>"
             f"{escape(verdict)}</span></h2>"
-            + (f"<h3>To fix</h3><ul>{''.join(lines)}</ul>" if lines else "<p>Nothing failed.</p>")
+            + (f"<h3>To fix</h3><ul>{''.join(lines[:COVER_LINES])}</ul>" if lines
+               else "<p>Nothing failed.</p>")
+            + (f"<details><summary>{len(lines) - COVER_LINES} more to fix</summary><ul>"
+               f"{''.join(lines[COVER_LINES:])}</ul></details>" if len(lines) > COVER_LINES else "")
             + (f"<h3>Compared with {escape(base.get('name', 'the baseline'))} "
                f"({escape(tolerance_text(base))})</h3><ul>"
                f"{''.join(regressions + moved) or '<li>no regression</li>'}</ul>" if base else "")
@@ -588,10 +628,12 @@ def markdown(doc: dict) -> str:
     groups = problem_groups(doc["results"])
     if groups:
         out += ["## To fix", ""]
-        for g in groups:
+        for g in groups[:COVER_LINES]:
             who, what, cause = problem_line(g)
-            out.append(f"- **{g['status']}** `{g['criterion']}` on {who}: {what}"
-                       + (f"; likely cause: {cause}" if cause else ""))
+            out.append(f"- **{g['status']}** `{g['criterion']}` on {md_text(who)}: {md_text(what)}"
+                       + (f"; likely cause: {md_text(cause)}" if cause else ""))
+        if len(groups) > COVER_LINES:
+            out.append(f"- {len(groups) - COVER_LINES} more to fix: report.html, results.json")
         out.append("")
     again = retried(doc["results"])
     if again:

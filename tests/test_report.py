@@ -168,7 +168,7 @@ def test_cover_at_1000_hosts_is_one_line_per_criterion_and_status():
     html = report.cover("FAIL", {"meta": {}, "results": recs})
     lines = re.findall(r"<li class='so-problem'>(.*?)</li>", html)
     assert len(lines) == 3, lines  # busbw FAIL, gpu_temp FAIL, busbw ERROR
-    assert ("<b>allreduce_busbw</b> on node[0017,0500-0509]: 11 hosts, measured 10.02-10.51 GB/s, expected "
+    assert ("<b>allreduce_busbw</b> on 11 hosts node[0017,0500-0509]: measured 10.02-10.51 GB/s, expected "
             "&gt;= 100 GB/s<br>&rarr; likely cause: NVLink down") in lines[0]
 
 
@@ -314,3 +314,36 @@ def test_a_pass_after_a_miss_is_on_the_cover_in_report_md_and_junit(tmp_path):
     assert props["test_allreduce_busbw[node1]"]["attempts"] == "97.0, 101.0"
     assert props["test_allreduce_busbw[node1]"]["spread_pct"] == "4.0"
     assert "attempts" not in props["test_allreduce_busbw[node2]"]
+
+
+def test_one_cause_on_300_of_1000_hosts_is_one_cover_line_and_the_cover_stays_short():
+    """The issue's 200-host run: each host's message names its own temp dirs and times, so the
+    same cause stayed 23 lines. Grouped by its cause less what varies per host: one line,
+    hosts folded and counted; the cover holds COVER_LINES, the rest one click away."""
+    checks = ("gpu_count", "version_parity", "host_unique", "nvidia_driver_version", "error_counters")
+    recs = []
+    for i in range(1, 1001):
+        h = f"node{i:04d}"
+        for c in checks:
+            if i % 10 < 3:  # 300 hosts: one systemic fault
+                msg = (f"{h}: cannot create a temp dir in /tmp (exit 124): /tmp/signoff.{i:08x} leftover "
+                       f"/tmp/signoff.{i + 7:08x} 2026-12-01T22:{i % 60:02d}:34Z at 10.0.{i % 250}.3:22")
+                recs.append(rec(c, h, "ERROR", message=msg))
+            else:
+                recs.append(rec(c, h))
+    for i in range(30):  # and 30 different single faults
+        recs.append(rec(f"criterion{i:02d}", f"node{i:04d}", "FAIL", 1.0, unit="GB/s", expected=">= 2 GB/s"))
+    html = report.cover("FAIL", {"meta": {}, "results": recs})
+    top = html.split("<details>")[0]
+    lines = re.findall(r"<li class='so-problem'>(.*?)</li>", top)
+    assert len(lines) == report.COVER_LINES, len(lines)
+    systemic = [ln for ln in lines if "temp dir" in ln]
+    assert len(systemic) == 1 and lines[0] == systemic[0], lines[:2]  # the widest first
+    assert "<b>5 checks (gpu_count, version_parity, host_unique, nvidia_driver_version and 1 more)</b> on " \
+           "300 hosts node[" in systemic[0]
+    assert "(as on node0001; each host&#x27;s own paths and figures in its details)" in systemic[0]
+    assert "<details><summary>11 more to fix</summary>" in html  # 31 groups in all
+    md = report.markdown({"meta": {}, "results": recs, "verdict": "FAIL"})
+    fix = md.split("## To fix\n\n")[1].split("\n\n")[0].splitlines()
+    assert len(fix) == report.COVER_LINES + 1 and fix[-1] == "- 11 more to fix: report.html, results.json"
+    assert all(ln.startswith("- ") for ln in fix)  # one list item per line, whatever the messages
