@@ -16,8 +16,10 @@ import re
 import shlex
 import subprocess
 import tarfile
+import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from os.path import commonprefix
 from pathlib import Path
@@ -32,6 +34,11 @@ GATHER_MAX_S = 2.0  # ... or this long after its first host: a phase's calls arr
 STEP_START_S = 60  # srun's own start-up allowance (allocation of the step, task launch)
 CLOSE_S = 10  # close() waits this long for our steps to leave squeue
 STREAM_KEEP = 200  # stdout lines a streamed command keeps (its caller has seen them all)
+# Linux caps one argument at 128 KiB (MAX_ARG_STRLEN): a step's script past this (a phase of
+# ~500 nodes or more, each its own command) travels as a file, srun --bcast copying it to
+# every node (BCAST_DIR/slurm_bcast_<job>.<step>_<node>), where it removes itself first.
+ARG_SCRIPT_MAX = 96 * 1024
+BCAST_DIR = "/tmp/"
 # Slurm node states that take a node out of the run: its host ERRORs with Slurm's reason.
 BAD_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWER", "REBOOT", "MAINT", "FUTURE")
 # srun splits a task's output line at 1024 bytes (each piece labelled): a task's stdout goes
@@ -250,6 +257,23 @@ class Slurm:
                 f"echo $? >&3; }} | \"$P\" -c {shlex.quote(SPLIT)} >&4; }} 3>&1 ); }} 4>&1; "
                 f"printf '{MARK} rc %s\\n' $rc; echo '{MARK} end' >&2; exit $rc")
 
+    @staticmethod
+    @contextmanager
+    def command(script: str):
+        """(srun options, the command) of a step's script: `sh -c` while it fits one argument,
+        else a file srun broadcasts (--bcast), removed here once the step has ended."""
+        if len(script.encode()) <= ARG_SCRIPT_MAX:
+            yield [], ["sh", "-c", script]
+            return
+        fd, name = tempfile.mkstemp(prefix="signoff-step.", suffix=".sh")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(f'#!/bin/sh\nrm -f -- "$0"\n{script}\n')
+            os.chmod(name, 0o700)
+            yield [f"--bcast={BCAST_DIR}"], [name]
+        finally:
+            os.unlink(name)
+
     def srun_args(self, nodes: list[str], timeout: float, stdin: bool, per_node: int = 1,
                   kill_on_bad_exit: int = 0) -> list[str]:
         return ["srun", f"--jobid={self.job}", f"--nodelist={fold(nodes)}", f"--nodes={len(nodes)}",
@@ -262,9 +286,9 @@ class Slurm:
     def _step(self, batch: list[_Entry], stdin: bytes | None) -> _Step:
         by_node = {e.node: e for e in batch}
         limit = max(e.timeout for e in batch)
-        cmd = [*self.srun_args(list(by_node), limit, stdin is not None), "sh", "-c",
-               self.script(batch, stdin is not None)]
-        return self.launch(cmd, by_node, limit, stdin)
+        with self.command(self.script(batch, stdin is not None)) as (opts, command):
+            return self.launch([*self.srun_args(list(by_node), limit, stdin is not None), *opts, *command],
+                               by_node, limit, stdin)
 
     def launch(self, cmd: list[str], by_node: dict[str, _Entry], limit: float,
                stdin: bytes | None = None, per_node: int = 1) -> _Step:
@@ -365,9 +389,9 @@ class Slurm:
         if not nodes:
             return outcome, next(iter(outcome), None), set()
         by_node = {n: _Entry(n, commands[n][0], timeout, python=commands[n][1]) for n in nodes}
-        cmd = [*self.srun_args(nodes, timeout, False, per_node, kill_on_bad_exit=1), "sh", "-c",
-               self.script(list(by_node.values()), False)]
-        step = self.launch(cmd, by_node, timeout, per_node=per_node)
+        with self.command(self.script(list(by_node.values()), False)) as (opts, command):
+            step = self.launch([*self.srun_args(nodes, timeout, False, per_node, kill_on_bad_exit=1),
+                                *opts, *command], by_node, timeout, per_node=per_node)
         first, killed = None, set()
         for line in step.srun_err:  # srun names each task that ended badly, the first first
             m = re.search(r"error: (\S+): tasks? [\d,-]+: (.*)", line)

@@ -73,3 +73,26 @@ def test_a_failed_task_launch_names_its_node_for_the_step_to_go_on_without_it():
            "0: slurmstepd-lab1: error: *** STEP 1.0 ON lab1 CANCELLED AT 2026-12-01T23:37:11 ***"]
     assert slurm.launch_failures(err) == {"lab2": "Communication connection failure"}
     assert slurm.launch_failures(["srun: error: lab1: task 0: Killed"]) == {}
+
+
+def test_a_script_past_one_arguments_limit_travels_as_a_file_removed_after_the_step(tmp_path):
+    """10,000 nodes' commands: `sh -c` would be refused by the kernel (one argument <= 128 KiB);
+    the file runs as the same script (it removes its node's copy first) and is gone after."""
+    entries = [slurm._Entry(f"node{i:05d}", f"cd /tmp && echo in /tmp/signoff.{i:08x} of node{i:05d}", 60)
+               for i in range(10000)]
+    script = slurm.Slurm.script(None, entries, False)
+    assert len(script.encode()) > 131072
+    with pytest.raises(OSError, match="Argument list too long"):
+        subprocess.run(["sh", "-c", script])
+    with slurm.Slurm.command(script) as (opts, command):
+        assert opts == ["--bcast=/tmp/"] and len(command) == 1
+        copy = tmp_path / "slurm_bcast_1.0_node00042"  # what srun --bcast puts on a node
+        copy.write_bytes(open(command[0], "rb").read())
+        copy.chmod(0o700)
+        r = subprocess.run([str(copy)], env={**os.environ, "SLURMD_NODENAME": "node00042"},
+                           capture_output=True, text=True)
+        assert "in /tmp/signoff.0000002a of node00042" in r.stdout and r.returncode == 0, r.stderr
+        assert not copy.exists()  # the node's copy removed itself
+    assert not os.path.exists(command[0])
+    with slurm.Slurm.command("echo small") as (opts, command):
+        assert (opts, command) == ([], ["sh", "-c", "echo small"])

@@ -169,3 +169,37 @@ def test_ctrl_c_scancels_every_step(slurm, tmp_path):
     assert not running(marker), "probe still running on lab2 after Ctrl-C"
     assert not [f["workdir"] for f in res["hosts"].values() if os.path.exists(f.get("workdir", "/-"))]
     assert time.monotonic() - started < 180
+
+
+BCAST = r'''
+import os
+from signoff import slurm
+nodes = ["lab1", "lab2", "lab3"]
+s = slurm.Slurm(os.environ["SLURM_JOB_ID"], nodes, "bcast-test")
+real = [slurm._Entry(n, f"echo ran on $SLURMD_NODENAME for {n}", 60) for n in nodes]
+# one phase of 10,000 synthetic nodes, each its own command (its temp dir): the step's script
+fake = [slurm._Entry(f"node{i:05d}", f"cd /tmp/signoff.{i:08x} && exec python3 probe.py --out "
+                     f"/tmp/signoff.{i:08x}/r.json", 60) for i in range(10000)]
+script = s.script(real + fake, False)
+with s.command(script) as (opts, command):
+    print("SIZE", len(script.encode()), "OPTS", *opts, "LONGEST", max(map(len, command)), flush=True)
+    s.launch([*s.srun_args(nodes, 60, False), *opts, *command], {e.node: e for e in real}, 60)
+for e in real:
+    print("RESULT", e.node, e.result.rc, e.result.stdout.strip())
+print("LEFT", *sorted(p for p in os.listdir("/tmp") if p.startswith("slurm_bcast_")))
+'''
+
+
+def test_a_step_script_of_10000_nodes_travels_as_a_file_through_real_srun(slurm):
+    """Linux caps one argument at 128 KiB: a phase of 10,000 nodes' commands (~880 KB) as
+    `sh -c SCRIPT` is "Argument list too long". It travels as a file (srun --bcast), each task
+    finds its node's command in it, and no copy is left on a node."""
+    r = subprocess.run(["salloc", "-N3", "--no-kill", "--quiet", sys.executable, "-c", BCAST],
+                       cwd=ROOT, env=slurm.env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines() if ln}
+    size, opt, longest = int(lines["SIZE"][0]), lines["SIZE"][2], int(lines["SIZE"][4])
+    assert size > 131072 and opt == "--bcast=/tmp/" and longest < 4096, r.stdout
+    got = [ln.split(maxsplit=3)[1:] for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
+    assert sorted(got) == [[n, "0", f"ran on {n} for {n}"] for n in ("lab1", "lab2", "lab3")], r.stdout
+    assert lines["LEFT"] == [], r.stdout  # the lab's nodes share this /tmp: each removed its copy
