@@ -37,7 +37,8 @@ def test_train_throughput(host, profile, devices, check, attach, training, fleet
                                f"{r['comm_share']:.0%}, efficiency {eff.get(r['ranks'])}"
         for r in doc["widths"]}), "training step per width")
     details = {**_settings(doc), "params": one["params"], "widths": [_row(r) for r in doc["widths"]],
-               "attempts": doc.get("attempts"), "spread_pct": doc.get("spread_pct")}
+               "attempts": doc.get("attempts"), "spread_pct": doc.get("spread_pct"),
+               "restarted": doc.get("restarted")}
     check.record(one["tflops_per_gpu"], unit="TFLOP/s", details=details)
     t = profile.threshold("train_throughput")  # measured first: a missing threshold loses nothing
     check.expect(one["tflops_per_gpu"], t,

@@ -7,6 +7,7 @@ import pytest
 
 from signoff import outlier, retry
 from signoff.profiles import Threshold, matches
+from signoff.units import readable
 
 NA_PREFIX = "N.A.:"
 
@@ -44,7 +45,7 @@ class Check:
         fleet's median. `cause` may be a callable: worked out only for a FAIL."""
         __tracebackhide__ = True
         self.judge(measured, threshold, [] if threshold.ok(measured) else
-                   [f"{what or threshold.criterion} = {measured} {threshold.unit}, {threshold}"],
+                   [f"{what or threshold.criterion} = {readable(measured)} {threshold.unit}, {threshold}"],
                    threshold.expected, threshold.source, cause, details, fleet, what)
 
     def require(self, failures: list[str], measured, expected: str, source: str,
@@ -62,13 +63,14 @@ class Check:
         details = dict(details or {})
         why = retry.unstable(details, t, t.unit) if t is not None and not failures else None
         if why:
-            failures = [f"{what or t.criterion} = {measured} {t.unit}, {why}"]
+            failures = [f"{what or t.criterion} = {readable(measured)} {t.unit}, {why}"]
         if fleet is not None and t is not None:
             res = details["fleet"] = outlier.compare(self.host, fleet, t.fleet_min, t.profile)
             res["text"] = outlier.describe(res, t.unit, "pairs" if "->" in str(self.host) else "hosts")
             if res["status"] == "outlier" and not failures:
-                failures = [f"{what or t.criterion} = {measured} {t.unit}: a fleet outlier, {res['text']}; "
-                            f"the absolute threshold ({t.expected}, {t.profile}) is met; {outlier.RULE}"]
+                failures = [f"{what or t.criterion} = {readable(measured)} {t.unit}: a fleet outlier, "
+                            f"{res['text']}; the absolute threshold ({t.expected}, {t.profile}) is met; "
+                            f"{outlier.RULE}"]
         self.record(measured, expected, t.unit if t else "", source, details)
         if failures:
             why = cause() if callable(cause) else cause

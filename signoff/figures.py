@@ -9,6 +9,8 @@ from html import escape
 
 import matplotlib
 
+from signoff.units import readable
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402,F401 - the families draw with it
 
@@ -21,7 +23,7 @@ def png(fig) -> str:
 
 
 def html_table(rows: dict) -> str:
-    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
+    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(readable(v))}</td></tr>"
                    for k, v in rows.items())
     return f"<table class='so-table'>{body}</table>"
 

@@ -544,10 +544,13 @@ PHASES = pytest.StashKey[tuple]()
 def pytest_runtest_makereport(item, call):
     rep = (yield).get_result()
     status, message = _status(rep, call)
-    tries = getattr(call.excinfo.value, "attempts", None) if call.excinfo is not None else None
-    if tries and not any(k == "signoff" for k, _ in item.user_properties):  # what broke kept its figures
-        kept = ("signoff", {"measured": None, "expected": "", "unit": "", "source": "",
-                            "details": {"attempts": tries, "spread_pct": retry.spread_pct(tries)}})
+    exc = call.excinfo.value if call.excinfo is not None else None
+    tries, stderr = getattr(exc, "attempts", None), getattr(exc, "stderr", None)
+    if (tries or stderr) and not any(k == "signoff" for k, _ in item.user_properties):
+        # what broke keeps the figures measured before it and its probe's own last words
+        kept = ("signoff", {"measured": None, "expected": "", "unit": "", "source": "", "details": {
+            **({"attempts": tries, "spread_pct": retry.spread_pct(tries)} if tries else {}),
+            **({"stderr": stderr[-4000:]} if stderr else {})}})
         item.user_properties.append(kept)
         rep.user_properties.append(kept)
     if call.excinfo is not None and call.excinfo.errisinstance(OUR_ERRORS):

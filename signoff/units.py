@@ -37,3 +37,19 @@ def human_bytes(n: int) -> str:
 def version_tuple(text) -> tuple:
     """'580.159.04' -> (580, 159, 4); 12040 (NVML CUDA int) is not handled here."""
     return tuple(int(p) for p in re.findall(r"\d+", str(text)))
+
+
+def readable(v) -> str:
+    """A value as a person reads it: no Python repr, no None, no binary float's 17 digits
+    ({'bs': 1048576, ...} -> 'bs 1048576, ...'; 451.658521 -> '451.7'; None -> 'none')."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:.0f}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {readable(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, (list, tuple, set)):
+        return ", ".join(readable(x) for x in v) or "none"
+    return str(v)

@@ -73,7 +73,7 @@ def test_shaped_link_fails_that_pair_after_its_attempts_and_bisection_names_the_
     prof.write_text(f"extends: {LAB}\ncriteria:\n"
                     "  net_pair_bandwidth: {min: 1, unit: Gb/s, streams: 4, duration: 2, attempts: 2, "
                     "source: 'as lab.yaml'}\n"
-                    "  multinode_allreduce_busbw: {min: 0.04, unit: GB/s, size: 1M, sweep: [256K, 1M], "
+                    "  multinode_allreduce_busbw: {min: 0.04, unit: GB/s, size: 1M, sweep: [1M, 1M], "
                     "attempts: 2, source: 'as lab.yaml'}\n")
     h3 = lab.host("lab3")
     tc = ["ip", "netns", "exec", h3.netns, "tc", "qdisc"]

@@ -347,3 +347,13 @@ def test_one_cause_on_300_of_1000_hosts_is_one_cover_line_and_the_cover_stays_sh
     fix = md.split("## To fix\n\n")[1].split("\n\n")[0].splitlines()
     assert len(fix) == report.COVER_LINES + 1 and fix[-1] == "- 11 more to fix: report.html, results.json"
     assert all(ln.startswith("- ") for ln in fix)  # one list item per line, whatever the messages
+
+
+def test_what_a_person_reads_has_no_python_repr_none_or_binary_float():
+    from signoff.figures import html_table
+    from signoff.units import readable
+    assert readable({"bs": 1048576, "iodepth": 32, "direct": True}) == "bs 1048576, iodepth 32, direct yes"
+    assert readable(451.658521) == "451.7" and readable(0.46875) == "0.4688" and readable(None) == "none"
+    assert readable([1.0, None, "x"]) == "1, none, x" and readable({}) == "none"
+    html = html_table({"parameters": {"bs": 1048576, "method": "O_DIRECT"}, "page cache": None})
+    assert "{" not in html and "None" not in html and "bs 1048576, method O_DIRECT" in html

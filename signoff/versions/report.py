@@ -6,6 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from signoff.report import MATRIX_MAX_HOSTS, hosts_text, probe_env_text
+from signoff.units import readable
 from signoff.versions import parity
 
 
@@ -54,7 +55,7 @@ def _versions_per_host(hosts, per_host, odd, labels) -> str:
                 tds.append("<td class='so-ERROR'>unreachable</td>")
             else:
                 cls = " class='so-odd'" if (h, field) in odd else ""
-                tds.append(f"<td{cls}>{escape(str(per_host[h][field]))}</td>")
+                tds.append(f"<td{cls}>{escape(readable(per_host[h][field]))}</td>")
         rows.append(f"<tr><th>{escape(label)}</th>{''.join(tds)}</tr>")
     return f"<table class='so-table'><tr><th></th>{head}</tr>{''.join(rows)}</table>"
 
@@ -66,7 +67,7 @@ def _versions_per_value(hosts, per_host, odd, labels) -> str:
     for field, label in labels.items():
         holders: dict[str, list[str]] = {}
         for h, v in per_host.items():
-            holders.setdefault(str(v[field]), []).append(h)
+            holders.setdefault(readable(v[field]), []).append(h)
         cells = []
         for value, hs in sorted(holders.items(), key=lambda x: -len(x[1])):
             cls = " class='so-odd'" if any((h, field) in odd for h in hs) else ""
