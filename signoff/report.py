@@ -434,6 +434,14 @@ def summary_table(records: list[dict]) -> str:
 RETRIED_SHOWN = 50  # rows of the retried-figures table; the rest are in results.json
 
 
+def folded_note(records: list[dict]) -> str:
+    """What the results table below leaves out on a run of many hosts: its PASS rows."""
+    n = sum(r["status"] == "PASS" for r in records)
+    return (f"<p class='so-folded'>The table of checks below lists the {len(records) - n} that did not "
+            f"pass; the {n} that passed are in the summary above (counts, min / median / max, "
+            f"worst hosts) and in results.json with every figure.</p>")
+
+
 def retried(records: list[dict]) -> list[dict]:
     """The records the retry policy measured again, widest spread first."""
     return sorted((r for r in records if len((r.get("details") or {}).get("attempts") or []) > 1),
