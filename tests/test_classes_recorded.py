@@ -481,7 +481,19 @@ def test_recorded_healthy_host_passes_the_whole_sheet(runs, name):
         assert doc["verdict"] == "PASS" and rc == 0, out
 
 
-@pytest.mark.parametrize("name", shipped())
+# The fault runs on one class of each shape: 1 GPU, 2 NVLink GPUs, 8 NVLink GPUs, 8 PCIe GPUs
+# without a P2P figure, the L40S (the whole sheet runs on every class)
+FAULT_CLASSES = ["h200-1x", "h200-2x-nvlink", "h100-8x-nvlink", "a100-80gb-8x-pcie", "l40s-8x-pcie"]
+
+
+def test_the_fault_classes_are_shipped_and_of_every_shape():
+    assert set(FAULT_CLASSES) <= set(shipped())
+    counts = {CLASSES[n]["count"] for n in FAULT_CLASSES}
+    assert counts == {1, 2, 8}
+    assert any("p2p_bandwidth" in profiles.load(n).uncalibrated for n in FAULT_CLASSES)
+
+
+@pytest.mark.parametrize("name", FAULT_CLASSES)
 def test_recorded_host_with_one_fault_per_measurement_fails_naming_it(runs, name):
     """The class's recorded host with the last GPU's HBM 20 % low and the pair last GPU -> GPU 0
     at 0.75 x its figure (run: the HBM and P2P checks, --partial): hbm_bandwidth FAILs naming

@@ -85,7 +85,7 @@ def test_a_dead_runs_temp_dir_is_a_leftover_even_when_its_keepers_pid_is_reused(
     import tempfile
     from pathlib import Path
 
-    from signoff.fleet import MKTEMP
+    from signoff.fleet import MKTEMP, SWEEP
     live = subprocess.Popen(["sleep", "60"])  # the process that now holds the dead keeper's pid
     start = Path(f"/proc/{live.pid}/stat").read_text().split()[21]
     reused = Path(tempfile.mkdtemp(prefix="signoff.", dir="/tmp"))
@@ -98,7 +98,9 @@ def test_a_dead_runs_temp_dir_is_a_leftover_even_when_its_keepers_pid_is_reused(
                              text=True, timeout=30).stdout.splitlines()
         made = Path(out[0])
         assert (made / ".keeper").read_text().split() == [str(live.pid), start]
-        said = {ln.split()[1] for ln in out[1:] if ln.startswith("leftover ")}
+        swept = subprocess.run(["sh", "-c", SWEEP.format(own=made)], capture_output=True, text=True,
+                               timeout=60).stdout.splitlines()
+        said = {ln.split()[1] for ln in swept if ln.startswith("leftover ")}
         assert str(reused) in said and str(alive) not in said and str(made) not in said, out
     finally:
         live.kill()
