@@ -533,7 +533,8 @@ def notes_section(doc: dict) -> str:
 # pytest-html's own counters count pytest outcomes (an ERROR that could not measure shows as
 # "Failed", N.A. and NOT RUN as "Skipped"): hidden, the cover's counts shown instead.
 HIDE_PYTEST = ("<style>.summary__data>.run-count,.summary__data>.filter,.controls .filters,"
-               "th[data-column-type=result],td.col-result{display:none}</style>")
+               "th[data-column-type=result],td.col-result,#show_all_details,#hide_all_details"
+               "{display:none}</style>")
 
 
 STATUS_MEANING = {

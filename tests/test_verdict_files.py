@@ -58,7 +58,11 @@ def test_results_junit_and_report_agree(tmp_path):
     # the page's counts are ours; pytest-html's (2 Failed, 1 Skipped here) are hidden
     shown = {s: int(n) for s, n in re.findall(r"data-status='([^']+)'>(\d+) ", page)}
     assert shown == dict(Counter(ours.values())), shown
-    assert "td.col-result{display:none}" in page  # pytest-html's outcome column (its filter's)
+    # pytest-html's outcome column (its filter's) and its show/hide-all buttons hidden, no Links column
+    assert "td.col-result,#show_all_details,#hide_all_details{display:none}" in page
+    blob = json.loads(html.unescape(re.search(r'data-jsonblob="([^"]*)"', page).group(1)))
+    cells = [c for rows in blob["tests"].values() for row in rows for c in row["resultsTableRow"]]
+    assert "<th>Links</th>" not in page and cells and not any("col-links" in c for c in cells)
 
 
 def _judged(tmp_path, *args):
