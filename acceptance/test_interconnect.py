@@ -46,6 +46,7 @@ def test_allreduce_busbw(host, profile, devices, check, attach, measure, fleet):
                  details={"rows": doc["rows"], "backend": doc["backend"],
                           "graphs": doc.get("graphs"), "nccl": doc.get("nccl"),
                           "attempts": doc.get("attempts"), "spread_pct": doc.get("spread_pct"),
+                          "restarted": doc.get("restarted"),
                           "measured_utc": fleet.windows["interconnect"].get(host.name)},
                  fleet=fleet.peers(MEASURES["allreduce"][0], busbw))
 

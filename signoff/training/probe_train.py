@@ -144,7 +144,7 @@ def worker(local_rank, local_world, args, port, out_path):
 
     world = args.nnodes * local_world
     rank = args.node_rank * local_world + local_rank
-    once = os.environ.get("SIGNOFF_TRAIN_ABORT_ONCE")  # tests: rank 1 aborts in the first run
+    once = os.environ.get("SIGNOFF_ABORT_ONCE")  # tests: rank 1 aborts in the first run
     if once and local_rank == 1 and not os.path.exists(once):
         open(once, "w").close()
         os.abort()
