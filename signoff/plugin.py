@@ -502,18 +502,20 @@ def host(request, fleet) -> HostView:
 @pytest.fixture
 def attach(request):
     """attach(kind, content, name): a figure ('png', base64) or 'html' in this test's row
-    of the HTML report; a no-op where pytest-html is not installed."""
+    of the HTML report; a no-op where pytest-html is not installed or not loaded (-p no:html)."""
     try:
-        import pytest_html
+        if not request.config.pluginmanager.hasplugin("html"):
+            raise ImportError("pytest-html not loaded")
+        from pytest_html import extras as kinds
         extras = request.getfixturevalue("extras")
     except (ImportError, pytest.FixtureLookupError):
         return lambda kind, content, name="": None
 
     def add(kind: str, content: str, name: str = ""):
         if kind == "html":  # html extras carry no name: title it inline
-            extras.append(pytest_html.extras.html(f"<div><b>{name}</b>{content}</div>"))
+            extras.append(kinds.html(f"<div><b>{name}</b>{content}</div>"))
         else:
-            extras.append(getattr(pytest_html.extras, kind)(content, name=name))
+            extras.append(getattr(kinds, kind)(content, name=name))
     return add
 
 

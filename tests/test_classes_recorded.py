@@ -364,7 +364,8 @@ def run(inv: Path, *args: str, profile: str = "auto", files=("acceptance/",)) ->
     rd = inv.parent / "report"
     p = subprocess.run([*isolation(), sys.executable, "-m", "pytest", *files, "-q", "--inventory", str(inv),
                         "--profile", profile, "--report-dir", str(rd), "-p", "no:cacheprovider",
-                        *LOCK_WAIT, *args], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
+                        "-p", "no:html", *LOCK_WAIT, *args], cwd=ROOT, capture_output=True, text=True,
+                       timeout=TIMEOUT)  # no report.html: nothing here reads it
     assert (rd / "results.json").exists(), p.stdout[-3000:] + p.stderr[-3000:]
     return p.returncode, json.loads((rd / "results.json").read_text()), p.stdout[-3000:]
 
