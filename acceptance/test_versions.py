@@ -15,10 +15,12 @@ COMPAT_SOURCE = ("NVIDIA CUDA compatibility docs (docs.nvidia.com/deploy/cuda-co
 
 
 def test_version_parity(host, fleet, check):
-    per_host = {n: parity.versions(f) for n, f in fleet.all_facts().items() if isinstance(f, dict)}
+    per_host = fleet.once("versions", lambda: {n: parity.versions(f) for n, f in fleet.all_facts().items()
+                                               if isinstance(f, dict)})
     if len(fleet.names) < 2:
-        not_applicable(f"one host: nothing to compare its versions with (recorded: {per_host[host.name]})")
-    odd = parity.deviations(per_host, host.name)
+        not_applicable("one host: nothing to compare its versions with (its versions: the report's "
+                       "versions table)")
+    odd = parity.deviations(per_host, host.name, fleet.once("parity", lambda: parity.fields(per_host)))
     check.require(odd, f"{len(odd)} field(s) differ", "the same versions as the other hosts",
                   PARITY_SOURCE, cause="hosts were provisioned from different images or envs",
                   details=per_host[host.name])
@@ -31,9 +33,9 @@ def test_host_unique(host, fleet, check):
         not_applicable("one host: no other host it could be")
     if not (host.facts.get("machine") or {}).get("boot_id"):
         raise ProbeError(f"{host}: sysinfo recorded no boot id: cannot tell this machine from the others")
-    same = [f"{n} is the same machine ({'; '.join(why)})" for n, f in fleet.all_facts().items()
-            if n != host.name and isinstance(f, dict) and (why := parity.same_machine(host.facts, f))]
-    check.require(same, f"{len(same)} other host(s) on this machine", "a machine of its own", UNIQUE_SOURCE,
+    same = fleet.once("machines", lambda: parity.same_machines(fleet.all_facts())).get(host.name, [])
+    check.require([f"{host}: the same machine as other hosts ({'; '.join(same)})"] if same else [],
+                  "shares its machine with other hosts", "a machine of its own", UNIQUE_SOURCE,
                   cause="two inventory entries reach one machine (an alias, a copied entry)",
                   details=host.facts["machine"])
 

@@ -175,6 +175,8 @@ class HostSession:
         self.keeper: str | None = None  # host-side pid of the keeper of this run's lock
         self.lock_dir: str | None = None
         self.leftovers: list[str] = []  # temp dirs of runs that are gone, found on the host
+        self._shipped = False  # the temp dir made and the probes in it
+        self._workdir_error: ProbeError | None = None
         self._lock = threading.Lock()
         self._cache: dict = {}
         self.lacks: list[str] = []  # what the probe interpreter cannot import (sysinfo says)
@@ -256,17 +258,25 @@ class HostSession:
 
     def _ensure_workdir(self) -> str:
         with self._lock:
-            if self.workdir is None:
+            if self._workdir_error is not None:  # every later probe says the first cause
+                raise self._workdir_error
+            if not self._shipped:
                 r = self.t.run(MKTEMP.format(keeper=self.keeper or "''"), 30)
                 out = r.stdout.split()
                 if out and "/signoff." in out[0]:  # created: removed at the end, whatever came next
                     self.workdir = out[0]
                 if not r.ok or not out:
-                    raise ProbeError(f"{self.host}: cannot create a temp dir in /tmp (exit {r.rc}): "
-                                     f"{(r.stderr or r.stdout).strip() or 'no message'}")
+                    self._workdir_error = ProbeError(
+                        f"{self.host}: cannot create a temp dir in /tmp (exit {r.rc}): "
+                        f"{(r.stderr or r.stdout).strip() or 'no message'}")
+                    raise self._workdir_error
                 self.leftovers = self._sweep()
-                # every family's probe_<name>.py, shipped as <name>.py
-                self.t.put_all({f"{n}.py": f for n, f in families.probes().items()}, self.workdir)
+                try:  # every family's probe_<name>.py, shipped as <name>.py
+                    self.t.put_all({f"{n}.py": f for n, f in families.probes().items()}, self.workdir)
+                except (HostUnreachable, OSError) as exc:  # a half-shipped dir: never run from it
+                    self._workdir_error = exc
+                    raise
+                self._shipped = True
             return self.workdir
 
     def _sweep(self) -> list[str]:
@@ -364,6 +374,8 @@ class Fleet:
         self.windows: dict[str, dict[str, tuple[str, str]]] = {}  # family -> host -> (start, end) UTC
         self.progress = None  # progress(line, final): "interconnect: 3/4 hosts measured, 1 errors"
         self.notes: dict[str, dict[str, list[str]]] = {}
+        self._once: dict[str, object] = {}
+        self._once_lock = threading.RLock()
 
     def note(self, section: str, name: str, what: str) -> None:
         """What the user must hear of besides the checks, per host: `leftovers` (of killed
@@ -404,6 +416,10 @@ class Fleet:
         return self._facts[name].result()
 
     def all_facts(self) -> dict[str, dict | Exception]:
+        """Every host's sysinfo, or its error; gathered once (every host's check may ask)."""
+        return self.once("all facts", self._all_facts)
+
+    def _all_facts(self) -> dict[str, dict | Exception]:
         out = {}
         for name in self.names:
             try:
@@ -411,6 +427,15 @@ class Fleet:
             except (HostUnreachable, ProbeError) as exc:
                 out[name] = exc
         return out
+
+    def once(self, key: str, compute):
+        """compute(), once per run under `key`: what every host's check derives from all
+        hosts (the version majority, shared machine identities), so 1,000 checks cost one
+        pass over 1,000 hosts, not a million."""
+        with self._once_lock:
+            if key not in self._once:
+                self._once[key] = compute()
+            return self._once[key]
 
     def measured(self, family: str, name: str, measure, hosts):
         """measure(name): host `name`'s measurement of `family`, measured on every host at once.

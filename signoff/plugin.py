@@ -25,6 +25,7 @@ from signoff import (
     hostlist,
     inventory,
     junit,
+    paths,
     profiles,
     report,
     retry,
@@ -40,7 +41,7 @@ from signoff.transport import HostUnreachable
 # Each family's options, fixtures and hooks (signoff/<family>/plugin.py).
 pytest_plugins = families.plugins()
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.root()  # holds acceptance/: the clone's top, or the installed sheet (signoff/paths.py)
 OUR_ERRORS = (HostUnreachable, ProbeError, InputError)
 
 
@@ -220,7 +221,7 @@ def pytest_configure(config):
         return
     _refuse_xdist(config)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    rd = Path(config.getoption("report_dir") or ROOT / "reports" / stamp)
+    rd = Path(config.getoption("report_dir") or paths.reports_dir() / stamp)
     try:
         _start_clean(rd)
         (rd / "hosts").mkdir(parents=True, exist_ok=True)
@@ -577,17 +578,29 @@ class Recorder:
         self.selected: list[str] = []
         self.deselected = 0
         self.final: dict[str, str] = {}  # nodeid -> status, for the HTML rows
+        self.local = {h.name: h.local for h in state.inventory.hosts}
 
     def launcher(self, host: str) -> str:
         """What ran this check's host commands (the report's methodology says it per check)."""
         if self.state.job:
             return "srun"
-        local = {h.name: h.local for h in self.state.inventory.hosts}
-        return "local" if local.get(host, all(local.values())) else "ssh"
+        return "local" if self.local.get(host, all(self.local.values())) else "ssh"
 
     def pytest_report_header(self, config):
         meta = self.state.results.doc["meta"]
         return [f"signoff: {report.probe_env_text(meta)}"] if meta.get("probe_env") else []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item, call):
+        """A check that raised our own error (a host's cause, a profile's gap) is reported with
+        that message alone: pytest's traceback of it would show our plumbing, and costs a parse
+        of the source per check (~50 ms: minutes on 1,000 hosts that ERROR alike)."""
+        if call.excinfo is None or not call.excinfo.errisinstance(OUR_ERRORS):
+            return None
+        rep = pytest.TestReport.from_item_and_call(item, pytest.CallInfo.from_call(lambda: None, call.when))
+        rep.outcome, rep.longrepr = "failed", str(call.excinfo.value)
+        rep.duration, rep.start, rep.stop = call.duration, call.start, call.stop
+        return rep
 
     def pytest_deselected(self, items):
         self.deselected += len(items)
@@ -723,9 +736,15 @@ class Recorder:
             tr.write_line(f"  partial run: {doc['meta']['partial']}"
                           + ("" if self.config.getoption("partial") else
                              " (not a sign-off; pass --partial to accept a subset)"))
-        for r in doc["results"]:
-            if r["status"] in ("FAIL", "ERROR", "NOT RUN"):
-                tr.write_line(f"  {r['status']:5} {r['criterion']}[{r['host']}]: {r['message']}")
+        # one line per status, checks and cause, hosts folded: as the cover (a fault on 300
+        # hosts is one line, not 300); the rest in report.md
+        groups = report.problem_groups(doc["results"])
+        for g in groups[:report.COVER_LINES]:
+            who, what, cause = report.problem_line(g)
+            tr.write_line(f"  {g['status']:5} {g['criterion']} on {who}: {what}"
+                          + (f"; likely cause: {cause}" if cause else ""))
+        if len(groups) > report.COVER_LINES:
+            tr.write_line(f"  and {len(groups) - report.COVER_LINES} more: {self.state.report_dir}/report.md")
         for line in report.host_notes(doc):
             tr.write_line(f"  {line}", yellow=True)
         tr.write_line(f"report: {self.state.report_dir}/report.html  "

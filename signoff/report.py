@@ -15,7 +15,7 @@ from collections import Counter
 from html import escape
 from pathlib import Path
 
-from signoff import families, hostlist, retry
+from signoff import families, hostlist, paths, retry
 from signoff.results import ALL, STATUSES
 
 STYLE = """<style>
@@ -36,7 +36,7 @@ STYLE = """<style>
 }
 </style>"""
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.root()  # the clone's top, or the installed sheet (signoff/_sheet): shown_path's base
 
 
 def suite_version() -> str:
@@ -47,7 +47,9 @@ def suite_version() -> str:
     except PackageNotFoundError:
         v = "unknown"
     try:
-        git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--tags"],
+        # the clone's own .git only: an installed copy inside someone's repository is not theirs
+        git = subprocess.run(["git", "--git-dir", str(ROOT / ".git"), "--work-tree", str(ROOT),
+                              "describe", "--always", "--dirty", "--tags"],
                              capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         git = ""
@@ -405,20 +407,40 @@ def host_matrix(records: list[dict]) -> str:
             f"{head}</tr>{''.join(rows)}</table>")
 
 
+PROBLEM_ROWS = 20  # rows per criterion in the hosts-not-passed tables; the rest one table below
+
+
 def problem_tables(records: list[dict]) -> str:
-    """Per criterion with a host not passed: those hosts, with value and message (what a
-    person must look at on a large cluster, instead of the full matrix)."""
+    """Per criterion with a host not passed: its hosts, one row per status and cause (the
+    message less what varies by host), hosts folded and counted, the measured span: what a
+    person must look at on a large cluster, bounded whatever the number of hosts."""
+    by: dict = {}
+    for r in records:
+        if r["status"] in PROBLEMS:
+            key = (r["status"], normalised(r.get("message") or "", r["host"]))
+            by.setdefault(r["criterion"], {}).setdefault(key, []).append(r)
     out = []
-    for c in dict.fromkeys(r["criterion"] for r in records):
-        recs = [r for r in records if r["criterion"] == c and r["status"] in PROBLEMS]
-        rows = "".join(f"<tr class='{status_class(r['status'])}'><td>{escape(r['host'])}</td>"
-                       f"<td>{r['status']}</td>"
-                       f"<td>{escape(_fmt(r.get('measured')))}</td>"
-                       f"<td>{escape(r.get('message') or '')}</td></tr>"
-                       for r in sorted(recs, key=lambda r: (PROBLEMS.index(r["status"]), r["host"])))
-        if rows:
-            out.append(f"<h3>{escape(c)}: {len(recs)} hosts not passed</h3><table class='so-table'>"
-                       f"<tr><th>host</th><th></th><th>measured</th><th>message</th></tr>{rows}</table>")
+    for c, groups in by.items():
+        keys = sorted(groups, key=lambda k: (PROBLEMS.index(k[0]), -len(groups[k])))
+        rows = []
+        for status, _ in keys[:PROBLEM_ROWS]:
+            rs = groups[(status, _)]
+            hosts = [r["host"] for r in rs]
+            vals = sorted(r["measured"] for r in rs if _number(r.get("measured")))
+            span = ("" if not vals else _fmt(vals[0]) if len(vals) == 1
+                    else f"{_fmt(vals[0])}-{_fmt(vals[-1])}")
+            msg = (rs[0].get("message") or "").removeprefix(f"{rs[0]['host']}: ")  # the hosts column
+            if len(rs) > 1 and len({r.get("message") for r in rs}) > 1:
+                msg = f"as on {rs[0]['host']}: {msg}"
+            who = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} hosts {hosts_text(hosts)}"
+            rows.append(f"<tr class='{status_class(status)}'><td>{escape(who)}</td><td>{status}</td>"
+                        f"<td>{escape(span)}</td><td>{escape(msg)}</td></tr>")
+        more = (f"<p>and {len(keys) - PROBLEM_ROWS} more causes: every check is in the table below and "
+                f"in results.json</p>" if len(keys) > PROBLEM_ROWS else "")
+        n = sum(len(g) for g in groups.values())
+        out.append(f"<h3>{escape(c)}: {n} not passed</h3><table class='so-table'>"
+                   f"<tr><th>hosts</th><th></th><th>measured</th><th>message</th></tr>{''.join(rows)}</table>"
+                   + more)
     return "".join(out)
 
 

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from signoff.versions.parity import FIELDS, deviations, majority, odd_cells, same_machine, versions
+from signoff.versions.parity import (
+    FIELDS,
+    deviations,
+    fields,
+    majority,
+    odd_cells,
+    same_machine,
+    same_machines,
+    versions,
+)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 
@@ -38,15 +47,16 @@ def test_one_odd_host_is_named_with_its_field(make_facts):
     per_host = {"n1": versions(make_facts()), "n2": versions(make_facts(torch="2.4.0")),
                 "n3": versions(make_facts())}
     assert deviations(per_host, "n1") == [] and deviations(per_host, "n3") == []
-    assert deviations(per_host, "n2") == ["torch 2.4.0 differs from 2.5.1 on n1, n3"]
+    assert deviations(per_host, "n2") == ["torch 2.4.0 differs from 2.5.1 on 2 hosts n[1,3]"]
     assert odd_cells(per_host) == {("n2", "torch")}
 
 
 def test_two_differing_hosts_have_no_majority(make_facts):
     per_host = {"a": versions(make_facts(driver="570.1")), "b": versions(make_facts())}
     for h in per_host:
-        assert deviations(per_host, h) == ["NVIDIA driver has no majority value (a=570.1; b=580.95.05)",
-                                           "GPU driver branch has no majority value (a=570; b=580)"]
+        assert deviations(per_host, h) == [
+            "NVIDIA driver has no majority value (570.1 on 1 host a; 580.95.05 on 1 host b)",
+            "GPU driver branch has no majority value (570 on 1 host a; 580 on 1 host b)"]
     assert odd_cells(per_host) == {(h, f) for h in "ab" for f in ("nvidia_driver", "driver_branch")}
 
 
@@ -83,3 +93,27 @@ def test_same_machine_needs_machine_id_boot_and_netns_equal():
         # a cloned image (own boot), a lab namespace of one kernel (own netns): other machines
         assert same_machine(one, {"machine": {**m, key: other}}) == []
     assert same_machine({}, {}) == []  # unknown is never "the same"
+
+
+def test_parity_at_1000_hosts_folds_the_others_and_is_linear(make_facts):
+    """300 of 1,000 hosts on another driver: each odd host's message names the majority's 700
+    hosts folded, not one by one; the table is computed once for every host's check."""
+    ok, odd = versions(make_facts()), versions(make_facts(driver="570.124.06"))
+    per_host = {f"node{i:04d}": odd if i <= 300 else ok for i in range(1, 1001)}
+    table = fields(per_host)
+    assert deviations(per_host, "node0001", table) == [
+        "NVIDIA driver 570.124.06 differs from 580.95.05 on 700 hosts node[0301-1000]",
+        "GPU driver branch 570 differs from 580 on 700 hosts node[0301-1000]"]
+    assert deviations(per_host, "node0999", table) == []
+
+
+def test_same_machines_names_each_shared_identity_once_with_its_hosts():
+    m = {"machine_id": None, "boot_id": "b1", "netns": "net:[1]"}
+    facts = {f"lab{i}": {"machine": m, "nvidia": {"gpus": [{"uuid": f"GPU-{i}"}]}} for i in (1, 2, 3)}
+    facts["lab4"] = {"machine": {**m, "boot_id": "b4"}, "nvidia": {"gpus": [{"uuid": "GPU-1"}]}}
+    facts["lab5"] = ValueError("unreachable")  # an error, not a machine
+    same = same_machines(facts)
+    assert same["lab2"] == ["machine-id unknown, boot b1, network namespace net:[1] on 3 hosts lab[1-3]"]
+    assert same["lab1"] == ["machine-id unknown, boot b1, network namespace net:[1] on 3 hosts lab[1-3]",
+                            "GPU GPU-1 on 2 hosts lab[1,4]"]
+    assert same["lab4"] == ["GPU GPU-1 on 2 hosts lab[1,4]"] and "lab5" not in same

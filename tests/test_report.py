@@ -65,9 +65,10 @@ def test_summary_at_1000_hosts_is_bounded_and_names_the_failing_hosts_folded():
     assert cells[5:9] == [f"{min(measured):.4g}", f"{statistics.median(measured):.4g}",
                           f"{max(measured):.4g}", "GB/s"]
     assert cells[5] == "10.02" and cells[7] == "200"
-    # the failing hosts' messages are listed, per criterion (not every host)
-    assert "node0505: allreduce_busbw FAIL" in whole
-    assert "<h3>allreduce_busbw: 12 hosts not passed</h3>" in whole
+    # the failing hosts are listed per criterion and cause, folded (not one row a host)
+    assert "<td>11 hosts node[0017,0500-0509]</td><td>FAIL</td><td>10.02-10.51</td>" \
+           "<td>as on node0017: allreduce_busbw FAIL</td>" in whole
+    assert "<h3>allreduce_busbw: 12 not passed</h3>" in whole
 
 
 def test_summary_direction_names_the_highest_where_lower_is_better():

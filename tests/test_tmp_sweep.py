@@ -9,9 +9,12 @@ import os
 import subprocess
 import sys
 
+import pytest
 from test_cli import LOCK_WAIT, ROOT
 
-from signoff.fleet import SWEEP_MAX
+from signoff.fleet import SWEEP_MAX, HostSession, ProbeError
+from signoff.inventory import LOCAL, Host
+from signoff.transport import LocalTransport
 
 DEAD = 4_194_304 + 1  # above any pid_max: no process has it
 
@@ -48,3 +51,31 @@ def test_a_temp_dir_that_cannot_be_made_names_its_own_cause(tmp_path):
     r = json.loads((rd / "results.json").read_text())["results"][0]
     assert r["status"] == "ERROR" and "cannot create a temp dir in /tmp (exit 1): mktemp: " in r["message"], r
     assert "No such file or directory" in r["message"], r["message"]
+
+
+def test_a_temp_dir_made_but_not_written_keeps_its_first_cause_and_is_removed(tmp_path, monkeypatch):
+    """A full /tmp (a real tmpfs, filled): mktemp makes the dir (no data block) but the run's
+    .keeper write fails. Every probe says that first cause, none runs from the half-made dir,
+    and the cleanup removes it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], check=True)
+    try:
+        subprocess.run(["dd", "if=/dev/zero", f"of={full}/fill", "bs=4k"], capture_output=True)
+        monkeypatch.setenv("SIGNOFF_TMPDIR", str(full))
+        s = HostSession(Host(name="localhost", address=LOCAL, python=sys.executable),
+                        LocalTransport(Host(name="localhost", address=LOCAL)))
+        why = r"cannot create a temp dir in /tmp \(exit 1\): .*error"
+        with pytest.raises(ProbeError, match=why) as first:
+            s.probe("sysinfo")
+        made = list(full.glob("signoff.*"))
+        assert len(made) == 1 and s.workdir == str(made[0])
+        with pytest.raises(ProbeError) as again:
+            s.probe("sysinfo")
+        assert str(again.value) == str(first.value)  # not a confusing later cause
+        s.cleanup()
+        assert not list(full.glob("signoff.*"))
+    finally:
+        subprocess.run(["umount", str(full)])

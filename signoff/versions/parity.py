@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from signoff import hostlist
+
 
 def _stack(key):
     return lambda f: (f.get("stack") or {}).get(key)
@@ -52,22 +54,44 @@ def majority(values: dict[str, object]) -> tuple[object, bool]:
     return counts[0][0], True
 
 
-def deviations(per_host: dict[str, dict], host: str) -> list[str]:
-    """What differs on `host` from the majority of hosts, field by field."""
+def deviations(per_host: dict[str, dict], host: str, table: dict | None = None) -> list[str]:
+    """What differs on `host` from the majority of hosts, field by field; the other hosts
+    folded into ranges with their count. `table` is fields(per_host), computed once per run
+    (each host's check reads it: 1,000 hosts x 1,000 would be quadratic)."""
+    table = table if table is not None else fields(per_host)
     out = []
     for field, (label, _) in FIELDS.items():
-        values = {h: v[field] for h, v in per_host.items()}
-        mine = values[host]
-        value, clear = majority(values)
+        value, clear, groups = table[field]
+        mine = per_host[host][field]
         if clear and mine == value:
             continue
         if clear:
-            others = sorted(h for h, v in values.items() if v == value)
-            out.append(f"{label} {mine} differs from {value} on {', '.join(others)}")
+            out.append(f"{label} {shown(mine)} differs from {shown(value)} on {groups[value]}")
         else:
-            spread = "; ".join(f"{h}={v}" for h, v in sorted(values.items()))
+            spread = "; ".join(f"{shown(v)} on {g}" for v, g in groups.items())
             out.append(f"{label} has no majority value ({spread})")
     return out
+
+
+def fields(per_host: dict[str, dict]) -> dict[str, tuple]:
+    """field -> (majority value, whether clear, {value: 'N host(s) folded'}), values sorted."""
+    out = {}
+    for field in FIELDS:
+        values = {h: v[field] for h, v in per_host.items()}
+        value, clear = majority(values)
+        by: dict = {}
+        for h, v in values.items():
+            by.setdefault(v, []).append(h)
+        out[field] = (value, clear, {v: counted(by[v]) for v in sorted(by, key=str)})
+    return out
+
+
+def counted(names: list[str]) -> str:
+    return f"{len(names)} host{'s' if len(names) != 1 else ''} {hostlist.fold(names)}"
+
+
+def shown(value) -> str:
+    return "unknown" if value is None else str(value)
 
 
 def odd_cells(per_host: dict[str, dict]) -> set[tuple[str, str]]:
@@ -86,12 +110,35 @@ MACHINE_KEYS = ("machine_id", "boot_id", "netns")
 def same_machine(a: dict, b: dict) -> list[str]:
     """What shows that two hosts' sysinfo documents come from one machine: the same
     machine-id, boot and network namespace, or a GPU UUID seen on both."""
+    return sorted(set(identities(a)) & set(identities(b)))
+
+
+def identities(facts: dict) -> list[str]:
+    """What identifies a host's machine: its machine-id with boot and network namespace (a
+    cloned image has its own boot, a lab namespace its own netns), and each GPU's UUID."""
+    m = facts.get("machine") or {}
     out = []
-    ma, mb = a.get("machine") or {}, b.get("machine") or {}
-    if ma.get("boot_id") and all(ma.get(k) == mb.get(k) for k in MACHINE_KEYS):
-        out.append(f"machine-id {ma['machine_id']}, boot {ma['boot_id']}, network namespace {ma['netns']}")
-    uuids = [{g.get("uuid") for g in f.get("nvidia", {}).get("gpus", [])} - {None} for f in (a, b)]
-    shared = sorted(uuids[0] & uuids[1])
-    if shared:
-        out.append(f"GPU {', '.join(shared)}")
+    if m.get("boot_id"):
+        out.append(f"machine-id {shown(m.get('machine_id'))}, boot {m['boot_id']}, "
+                   f"network namespace {shown(m.get('netns'))}")
+    gpus = (facts.get("nvidia") or {}).get("gpus") or []
+    out += sorted({f"GPU {g['uuid']}" for g in gpus if g.get("uuid")})
+    return out
+
+
+def same_machines(facts: dict[str, dict]) -> dict[str, list[str]]:
+    """host -> what it shares with other hosts of the run, each identity once with the hosts
+    that share it ("GPU GPU-1 on 2 hosts lab[1,4]"); hosts of a machine of their own are
+    absent. Linear in hosts (an index by identity), so 1,000 hosts cost one pass."""
+    by: dict[str, list[str]] = {}
+    for name, f in facts.items():
+        if isinstance(f, dict):
+            for ident in identities(f):
+                by.setdefault(ident, []).append(name)
+    out: dict[str, list[str]] = {}
+    for ident, names in by.items():
+        if len(names) > 1:
+            said = f"{ident} on {counted(names)}"
+            for n in names:
+                out.setdefault(n, []).append(said)
     return out

@@ -24,24 +24,30 @@ def arg(args, name, default=None):
     return args[args.index(name) + 1] if name in args else default
 
 
+ENV = os.environ  # the probe's environment (answer() sets it for one call)
+
+
 def nccl_env():
-    return {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+    return {k: v for k, v in ENV.items() if k.startswith("NCCL_")}
 
 
-def out(doc):
-    sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+def line(doc):
+    return json.dumps(doc, separators=(",", ":"))
 
 
-def sysinfo(rec, args):
-    if args[:1] == ["xids"]:  # the real probe, reading the host's recorded kernel log
-        os.environ["SIGNOFF_KERNEL_LOG"] = rec["kernel_log"]
-        os.execv(sys.executable, [sys.executable, "sysinfo.py", *args])
+class Xids(Exception):
+    """`sysinfo xids`: the real probe must read the recorded kernel log (its caller runs it)."""
+
+
+def sysinfo(rec, args, lines):
+    if args[:1] == ["xids"]:
+        raise Xids(rec["kernel_log"])
     if args[:1] == ["counters"]:
         return rec["counters"]
     return rec["sysinfo"]
 
 
-def p2p(rec, args):
+def p2p(rec, args, lines):
     doc = dict(rec["p2p"])
     if "--no-bandwidth" in args:  # the topology alone
         for k in ("unidirectional", "bidirectional", "peer_access", "elapsed_s"):
@@ -49,31 +55,31 @@ def p2p(rec, args):
     return doc
 
 
-def allreduce(rec, args):
+def allreduce(rec, args, lines):
     return {**rec["allreduce"], "argv": args, "nccl_env": nccl_env()}
 
 
-def train(rec, args):
+def train(rec, args, lines):
     doc = {**rec["train"], "argv": args}
     doc["settings"] = {**doc["settings"], "nccl_env": nccl_env()}
     return doc
 
 
-def soak(rec, args):
+def soak(rec, args, lines):
     """The stream: header, one sample per interval over --duration (the recording, then its
     steady part again), the final document."""
     s = rec["soak"]
     duration, interval = float(arg(args, "--duration", 90)), float(arg(args, "--interval", 1))
-    out({**s["header"], "duration_s": duration, "interval_s": interval})
+    lines.append(line({**s["header"], "duration_s": duration, "interval_s": interval}))
     series, steady = s["series"], s["steady_from"]
     n = int(round(duration / interval)) + 1
     for k in range(n):
         src = series[k] if k < len(series) else series[steady + (k - steady) % (len(series) - steady)]
-        out({**src, "type": "sample", "t": round(k * interval, 2)})
+        lines.append(line({**src, "type": "sample", "t": round(k * interval, 2)}))
     return {**s["final"], "duration_s": duration, "interval_s": interval, "samples": n}
 
 
-def storage(rec, args):
+def storage(rec, args, lines):
     """claim, prepare, read (a read at --start-at, as the controller asked): the recorded
     documents; the run's directory by the probe's own naming rule."""
     st = rec["storage"]
@@ -107,18 +113,32 @@ ANSWERS = {"sysinfo": sysinfo, "p2p": p2p, "allreduce": allreduce, "train": trai
            "storage": storage, "hbm": None, "sdc": None, "hostlink": None, "loader": None}
 
 
+def answer(rec, name, args, env):
+    """The stdout lines probe `name` prints on the recorded host with `args` and environment
+    `env`; raises Xids for the one answer that is the real probe's."""
+    global ENV
+    ENV = env
+    fn = ANSWERS.get(name)
+    if name not in rec and not (fn and name in ("sysinfo", "soak", "storage", "train", "p2p")):
+        return [line({"probe": name, "error": "recorded host: no recorded document for probe %s" % name})]
+    lines = []
+    lines.append(line(fn(rec, args, lines) if fn else {**rec[name], "argv": args}))
+    return lines
+
+
 def main():
     rec_path, probe, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     name = os.path.basename(probe)[:-3] if probe.endswith(".py") else None
-    with open(rec_path) as f:
-        rec = json.load(f)
     if name is None:
         os.execv(sys.executable, [sys.executable, probe, *args])
-    fn = ANSWERS.get(name)
-    if name not in rec and not (fn and name in ("sysinfo", "soak", "storage", "train", "p2p")):
-        out({"probe": name, "error": "recorded host: no recorded document for probe %s" % name})
-        return 0
-    out(fn(rec, args) if fn else {**rec[name], "argv": args})
+    with open(rec_path) as f:
+        rec = json.load(f)
+    try:
+        lines = answer(rec, name, args, dict(os.environ))
+    except Xids as log:  # the real probe, reading the host's recorded kernel log
+        os.environ["SIGNOFF_KERNEL_LOG"] = str(log)
+        os.execv(sys.executable, [sys.executable, "sysinfo.py", *args])
+    sys.stdout.write("".join(ln + "\n" for ln in lines))
     return 0
 
 
