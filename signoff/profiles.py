@@ -10,16 +10,20 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, families, outlier, retry
+from signoff import InputError, families, outlier, paths, retry
 from signoff.units import parse_fraction, version_tuple
 
-PROFILE_DIR = Path(__file__).resolve().parent.parent / "thresholds"
+PROFILE_DIR = paths.thresholds_dir()  # the clone's, or the installed sheet's (signoff/paths.py)
 CORE_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria", "baseline",
              "fleet_min"}
 HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
                  "nvlinks", "pcie_gen", "pcie_width"}  # per GPU: NVLinks, PCIe link of the class
 INTERCONNECTS = {"nvlink", "pcie", "any"}
 LIMIT_KEYS = ("min", "max", "equals")
+# A threshold proper: its limit, unit and source (and provisional rule) describe one figure, so a
+# child sets them together or not at all; every other key of a criterion (size, runtime,
+# attempts...) is inherited one by one.
+THRESHOLD_KEYS = (*LIMIT_KEYS, "unit", "source", "provisional")
 # On a criterion: `provisional: "derived: <rule>"` marks a threshold derived from another
 # class's figures by a stated rule (no public figure for this class); judged like any other,
 # shown beside the figure (PROVISIONAL below). `uncalibrated: "<why, how to calibrate>"` alone says
@@ -94,6 +98,11 @@ class Profile:
     baseline: dict = field(default_factory=dict)  # --baseline tolerances: tolerance, criteria
     uncalibrated: dict[str, str] = field(default_factory=dict)  # criterion -> why none, how to set
     own_fleet_min: float | None = None  # top-level fleet_min: (inherited) default of its criteria
+    files: list[str] = field(default_factory=list)  # chain's files, the root first
+    # criterion -> its entry merged over the chain ({key: value}) and, per key, the file that set it
+    specs: dict[str, dict] = field(default_factory=dict)
+    origins: dict[str, dict[str, str]] = field(default_factory=dict)
+    fleet_min_from: str = ""  # the file that set the top-level fleet_min
 
     def threshold(self, criterion: str) -> Threshold:
         """The threshold for a criterion; a missing one is an error, not a pass."""
@@ -249,6 +258,78 @@ def _threshold(name, spec, path, profile) -> Threshold:
     return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra, provisional)
 
 
+def _merge(name, spec, inherited: dict, inherited_from: dict, path) -> tuple[dict, dict]:
+    """A child's criterion entry over the one it inherits: each key it sets overrides that key
+    alone, so the parent's other keys (size, runtime...) still apply; a key set to null drops the
+    inherited one (the family's default applies). The threshold proper (limit, unit, source,
+    provisional, and the keys its family says qualify the limit, `with_limit`: the aggregate's
+    `per`) is one piece: a child that sets any of it sets the limit, unit, source and each such
+    key the parent set, since the parent's source cites the parent's figure, not the child's.
+    Returns the merged entry and, per key, the file that set it."""
+    if not isinstance(spec, dict):
+        return spec, {}  # _threshold refuses it, naming the key
+    group = {*THRESHOLD_KEYS, *families.criteria().get(name, {}).get("with_limit", ())}
+    own = set(spec) & group
+    if inherited and own and set(spec) & set(LIMIT_KEYS):  # no limit: _threshold says it needs one
+        lacking = [k for k in ("unit", "source") if k not in spec]
+        lacking += [k for k in sorted(group - set(THRESHOLD_KEYS)) if k in inherited and k not in spec]
+        if lacking:
+            qual = sorted(group - set(THRESHOLD_KEYS))
+            was = " ".join(f"{k} {inherited[k]}" for k in LIMIT_KEYS if k in inherited)
+            was += f" {inherited.get('unit', '')}".rstrip()
+            was += "".join(f", {k}: {inherited[k]}" for k in qual if k in inherited)
+            raise InputError(
+                f"{_where(path, f'criteria.{name}')}: sets {', '.join(sorted(own))} but not "
+                f"{', '.join(lacking)}: a threshold's limit, unit, source{''.join(', ' + k for k in qual)} "
+                f"go together, never inherited one by one (the inherited {was} is "
+                f"{inherited_from.get('source', 'the parent')}'s, with its source); "
+                f"set {', '.join(lacking)} too" + (" (null: the family's default)"
+                                                    if set(lacking) - {"unit", "source"} else ""))
+    keep = {k: v for k, v in inherited.items() if not (own and k in group)}
+    merged = {**keep, **spec}
+    origin = {k: f for k, f in inherited_from.items() if k in keep}
+    for key, val in spec.items():
+        if val is None and key not in LIMIT_KEYS:  # `size: null`: the family's default, said
+            merged.pop(key)
+            origin.pop(key, None)
+        else:
+            origin[key] = str(path)
+    return merged, origin
+
+
+def resolved(profile: Profile) -> dict:
+    """The profile as it applies after `extends`, for a person to read (`signoff show-profile`):
+
+        {"profile": name, "path": its file, "extends": [every file of the chain, the root first],
+         "abstract": bool, "description": str,
+         "hardware": {key: value},
+         "criteria": {criterion: {key: {"value": v, "from": the file that set it}}},
+         "sections": {"soak": {...}, ...},        # family sections, merged over the chain
+         "baseline": {...}}                       # --baseline tolerances
+
+    Every key of a criterion's entry is listed with the file in the chain that set it (a child
+    overrides only the keys it sets). An uncalibrated criterion has the one key `uncalibrated`
+    (why no threshold); a criterion the chain drops (`criterion: null`) is absent, as is one no
+    file sets: both ERROR when checked. A fleet-judged criterion (docs/thresholds.md) also shows
+    the `fleet_min` that applies: its own, the profile's top-level one, or signoff's default for a
+    class profile (from "signoff default (signoff/outlier.py)"). Keys no file sets take the
+    family's defaults (e.g. storage size), which are not listed. Pure: reads no file."""
+    crits = {}
+    for cname in sorted(profile.specs):
+        entry = {k: {"value": v, "from": profile.origins[cname].get(k, profile.path)}
+                 for k, v in profile.specs[cname].items()}
+        t = profile.criteria.get(cname)
+        if t is not None and known_fleet(cname) and "fleet_min" not in entry and t.fleet_min is not None:
+            entry["fleet_min"] = {"value": t.fleet_min, "from": profile.fleet_min_from
+                                  or "signoff default (signoff/outlier.py)"}
+        crits[cname] = entry
+    return {"profile": profile.name, "path": profile.path, "extends": list(profile.files),
+            "abstract": profile.abstract, "description": profile.description,
+            "hardware": dict(profile.hardware), "criteria": crits,
+            "sections": {k: dict(v) for k, v in profile.sections.items()},
+            "baseline": dict(profile.baseline)}
+
+
 def _fleet_min(v, where: str) -> float:
     """A fraction of the fleet's median in (0, 1]: 0 or more than 1 could never fail or always would."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
@@ -298,25 +379,34 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
     crit = data.get("criteria") or {}
     if not isinstance(crit, dict):
         raise InputError(f"{_where(path, 'criteria')}: expected a mapping of criterion -> threshold")
+    specs = {k: dict(v) for k, v in parent.specs.items()} if parent else {}
+    origins = {k: dict(v) for k, v in parent.origins.items()} if parent else {}
     for cname, spec in crit.items():
         if spec is None and (cname in criteria or cname in uncalibrated):  # drops an inherited one
             criteria.pop(cname, None)
             uncalibrated.pop(cname, None)
+            specs.pop(cname, None)
+            origins.pop(cname, None)
             continue
         why = _uncalibrated(cname, spec, path)
         if why is not None:
             criteria.pop(cname, None)
             uncalibrated[cname] = why
+            specs[cname], origins[cname] = {"uncalibrated": why}, {"uncalibrated": str(path)}
             continue
         uncalibrated.pop(cname, None)
-        criteria[cname] = _threshold(cname, spec, path, name)
+        inherited = (specs[cname], origins[cname]) if cname in criteria else ({}, {})
+        specs[cname], origins[cname] = _merge(cname, spec, *inherited, path)
+        criteria[cname] = _threshold(cname, specs[cname], path, name)
     sections = dict(parent.sections) if parent else {}
     for key, merge in families.sections().items():
         if data.get(key) is not None:
             sections[key] = merge(sections.get(key, {}), data[key], _where(path, key))
     fleet_min = parent.own_fleet_min if parent else None
+    fleet_min_from = parent.fleet_min_from if parent else ""
     if data.get("fleet_min") is not None:
         fleet_min = _fleet_min(data["fleet_min"], _where(path, "fleet_min"))
+        fleet_min_from = str(path)
     # Hosts of a hardware class are compared with each other by default; a profile of no class
     # (local: any CPU machine) only where it sets fleet_min, since its hosts may differ.
     default = fleet_min if fleet_min is not None else \
@@ -339,6 +429,10 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
         sections=sections,
         uncalibrated=uncalibrated,
         own_fleet_min=fleet_min,
+        files=[*(parent.files if parent else []), str(path)],
+        specs=specs,
+        origins=origins,
+        fleet_min_from=fleet_min_from,
     )
     for mod in families.modules():  # a family's rules over the whole profile (its class too)
         if hasattr(mod, "check_profile"):

@@ -337,6 +337,7 @@ criteria:
     min: 89
     shutdown: 95
     gpu_max: 87
+    mem_max: null
     unit: "°C"
     source: "h100-8x-nvlink's, without mem_max (a test profile: the T.Limit form has no memory threshold)"
 """

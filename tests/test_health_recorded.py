@@ -276,7 +276,7 @@ def test_thermal_thresholds_of_an_l40s_judge_what_it_reports(tmp_path):
         g0["thermal"], g1["thermal"] = l40s_thermal(), l40s_thermal()
     prof = tmp_path / "l40s-like.yaml"
     prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  thermal_slowdown: {min: 89, shutdown: 92, "
-                    "gpu_max: 87, unit: C, source: 'thamada/nvidia-smi gls/L40S_smi.py'}\n")
+                    "gpu_max: 87, mem_max: null, unit: C, source: 'thamada/nvidia-smi gls/L40S_smi.py'}\n")
     r = judged(tmp_path, recorded_host(tmp_path, inject=l40s), "-k", "thermal_thresholds",
                profile=str(prof))["thermal_thresholds"]
     assert r["status"] == "PASS", r

@@ -293,9 +293,9 @@ def test_power_limit_is_the_class_rated_one(name, watts):
     ("allreduce_busbw: {min: -1, unit: GB/s, source: x}", r"criteria\.allreduce_busbw\.min: -1 can never"),
     ("hbm_bandwidth: {min: 0, unit: TB/s, source: x}", r"criteria\.hbm_bandwidth\.min: 0 can never fail"),
     ("soak_gpu_temp: {max: -5, unit: C, source: x}", r"criteria\.soak_gpu_temp\.max: -5 can never pass"),
-    ("storage_read_aggregate: {min: 1, unit: GB/s, node_min: 0, source: x}",
+    ("storage_read_aggregate: {min: 1, unit: GB/s, per: cluster, node_min: 0, source: x}",
      r"criteria\.storage_read_aggregate\.node_min: expected a number of GB/s above 0"),
-    ("storage_read_aggregate: {min: 1, unit: GB/s, per: gpu, source: x}",
+    ("storage_read_aggregate: {min: 1, unit: GB/s, per: gpu, node_min: null, source: x}",
      r"criteria\.storage_read_aggregate\.per: gpu in a profile that expects no GPU"),
 ])
 def test_a_threshold_that_cannot_fail_is_refused_naming_file_and_key(write_profile, spec, why):
@@ -307,7 +307,7 @@ def test_a_threshold_that_cannot_fail_is_refused_naming_file_and_key(write_profi
 def test_an_aggregate_per_gpu_over_hosts_without_gpus_errors_naming_the_key(write_profile):
     from signoff.storage.judge import scaled
     p = write_profile("pergpu", 'extends: h200-1x\ncriteria:\n  storage_read_aggregate: '
-                      '{min: 1, unit: GB/s, per: gpu, source: x}\n')
+                      '{min: 1, unit: GB/s, per: gpu, node_min: null, source: x}\n')
     t = profiles.load(str(p)).threshold("storage_read_aggregate")
     assert scaled(t, hosts=2, gpus=2).value == 2
     with pytest.raises(InputError, match=r"pergpu: criteria\.storage_read_aggregate\.per: gpu, but no host "

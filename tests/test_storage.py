@@ -85,8 +85,8 @@ def test_aggregate_minimum_scales_per_node_or_gpu():
     ("storage_read_seq: {min: 1, unit: GB/s, source: s, bs: 1000}", "multiple of 4K"),
     ("storage_read_seq: {min: 1, unit: GB/s, source: s, jobs: 0}", "positive integer"),
     ("storage_read_small: {min: 1, unit: GB/s, source: s, file_size: 1536K}", "not a multiple"),
-    ("storage_read_aggregate: {min: 1, unit: GB/s, source: s, per: rack}", "node"),
-    ("storage_read_aggregate: {min: 1, unit: GB/s, source: s, node_min: fast}", "every host"),
+    ("storage_read_aggregate: {min: 1, unit: GB/s, source: s, per: rack, node_min: null}", "node"),
+    ("storage_read_aggregate: {min: 1, unit: GB/s, source: s, per: cluster, node_min: fast}", "every host"),
     ("storage_read_seq: {min: 1, unit: GB/s, source: s, depth: 3}", "unknown key"),
 ])
 def test_bad_storage_knobs_fail_at_load(tmp_path, knob, msg):
@@ -456,7 +456,7 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
         for c, m, k in [
             ("storage_read_seq", 10000, ", size: 64M, jobs: 2, iodepth: 4, runtime: 1"),
             ("storage_read_small", 10000, ", files: 256, file_size: 64K, jobs: 2, runtime: 1"),
-            ("storage_read_aggregate", 0.001, ", runtime: 1, node_min: 5000")]))
+            ("storage_read_aggregate", 0.001, ", runtime: 1, per: cluster, node_min: 5000")]))
     data = tmp_path / ODD  # measured with the built-in reader whatever its name holds
     data.mkdir()
     rc, res, out = accept(tmp_path, "-k", "storage", "--profile", str(prof), "--storage-path",

@@ -191,7 +191,8 @@ def test_a_read_that_misses_is_read_again_and_one_that_passes_or_is_no_figure_is
         "size: 64M, jobs: 2, iodepth: 4, runtime: 1}\n"
         "  storage_read_small: {min: 0.01, unit: GB/s, source: test, attempts: 2, files: 256, "
         "file_size: 64K, jobs: 2, runtime: 1}\n"
-        "  storage_read_aggregate: {min: 10000, unit: GB/s, source: test, attempts: 2, runtime: 1}\n")
+        "  storage_read_aggregate: {min: 10000, unit: GB/s, per: cluster, node_min: null, source: test, "
+        "attempts: 2, runtime: 1}\n")
     inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
         "lab1": {"storage_path": str(path)}, "lab2": {"storage_path": str(path)},
         "lab3": {"storage_path": str(d["ram"])}})

@@ -15,7 +15,9 @@ CRITERIA = {
     "hbm_bandwidth": {"type": "number", "fleet": True},  # TB/s, device-to-device copy, read + written
     "hbm_uniformity": {"type": "number"},  # a GPU / its host's median GPU
     # C: NVML's slowdown threshold; shutdown, gpu_max, mem_max: the class's others, minimums too
-    "thermal_slowdown": {"type": "number", "extra": ("shutdown", "gpu_max", "mem_max")},
+    # with_limit: figures of the same source as the limit, set with it in a child (profiles.py)
+    "thermal_slowdown": {"type": "number", "extra": ("shutdown", "gpu_max", "mem_max"),
+                         "with_limit": ("shutdown", "gpu_max", "mem_max")},
     "thermal_margin": {"type": "number"},  # C between slowdown and the soak's sustained maximum
     # the closest GPU-NIC relation every GPU must have (1 PIX .. 5 SYS): rail alignment
     "gpu_nic_affinity": {"type": "number", "ops": ("max",)},

@@ -6,7 +6,8 @@ from signoff import InputError
 
 CRITERIA = {
     # inter-node: per-port line rate of the fabric the profile names
-    "nic_rate": {"type": "number", "extra": ("fabric", "ports")},
+    # with_limit: the fabric and port count the rate is of, set with it in a child (profiles.py)
+    "nic_rate": {"type": "number", "extra": ("fabric", "ports"), "with_limit": ("fabric", "ports")},
     # host-to-host throughput: unit "x line rate" (of the detected one) or "Gb/s"
     # retry: measured again after a miss, up to `attempts` in all (signoff/retry.py)
     "net_pair_bandwidth": {"type": "number", "extra": ("streams", "duration", "tool"), "retry": True,

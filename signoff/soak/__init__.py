@@ -11,7 +11,9 @@ CRITERIA = {
     "soak_mem_temp": {"type": "number", "ops": ("max",), "extra": ("hold",)},
     # samples with a failing reason; % clock drop, hot vs cool
     "soak_throttle": {"type": "number", "ops": ("max",), "extra": ("reasons",)},
-    "soak_clock_stability": {"type": "number", "ops": ("max",), "extra": ("correlation",)},
+    # with_limit: correlation is the rule's second limit, set with the first in a child (profiles.py)
+    "soak_clock_stability": {"type": "number", "ops": ("max",), "extra": ("correlation",),
+                             "with_limit": ("correlation",)},
     "soak_gemm_tflops": {"type": "number", "fleet": True},  # per GPU, mean after warm-up
     "soak_gemm_straggler": {"type": "number"},  # GPU / the host's median GPU
     "soak_errors": {"type": "number", "ops": ("max",)},  # new uncorrectable ECC errors, XIDs, failed loads

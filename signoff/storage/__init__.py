@@ -11,6 +11,9 @@ CRITERIA = {
                                                      "alone_sample"), "retry": True, "fleet": True},
     "storage_read_small": {"type": "number", "extra": ("files", "file_size", "bs", "jobs", "runtime",
                                                        "alone_sample"), "retry": True, "fleet": True},
-    "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per", "node_min"), "retry": True},
+    # with_limit: what the min is of (per) and every node's floor (node_min): set with the min in a
+    # child (profiles.py)
+    "storage_read_aggregate": {"type": "number", "extra": ("runtime", "per", "node_min"), "retry": True,
+                               "with_limit": ("per", "node_min")},
 }
 PLUGIN = "signoff.storage.plugin"

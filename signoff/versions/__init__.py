@@ -7,7 +7,8 @@ from signoff.units import version_tuple
 CRITERIA = {
     # branches: the published minimum of each current driver branch (a driver is judged
     # against its own branch's, not only the oldest branch's)
-    "nvidia_driver_version": {"type": "version", "extra": ("branches",)},
+    # with_limit: the branch table is the threshold, set with its min in a child (profiles.py)
+    "nvidia_driver_version": {"type": "version", "extra": ("branches",), "with_limit": ("branches",)},
     "cuda_driver_version": {"type": "version"},
 }
 PLUGIN = "signoff.versions.plugin"
