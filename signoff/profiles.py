@@ -158,7 +158,7 @@ def _resolve(name_or_path: str, base_dir: Path) -> Path:
         if not cand.is_file() and shipped.is_file():  # a user's profile may extend a shipped one
             cand = shipped
     if not cand.is_file():
-        names = ", ".join(available(base_dir)) or "none"
+        names = ", ".join(concrete(base_dir)) or "none"
         raise InputError(f"profile {name_or_path!r}: no such file {cand} (profiles here: {names})")
     return cand
 
@@ -446,7 +446,23 @@ def known_fleet(criterion: str) -> bool:
 
 
 def available(base_dir: Path = PROFILE_DIR) -> list[str]:
+    """Every profile file's name, the class bases (abstract: true) among them."""
     return sorted(p.stem for p in base_dir.glob("*.yaml"))
+
+
+def concrete(base_dir: Path = PROFILE_DIR) -> list[str]:
+    """The profiles one signs off with: available() less the class bases (`abstract: true`, the
+    file's own key: it is not inherited), which --profile refuses. A file that does not parse is
+    kept: loading it says what is wrong."""
+    out = []
+    for name in available(base_dir):
+        try:
+            data = yaml.safe_load((base_dir / f"{name}.yaml").read_text())
+        except (OSError, yaml.YAMLError):
+            data = None
+        if not (isinstance(data, dict) and data.get("abstract")):
+            out.append(name)
+    return out
 
 
 def matches(profile: Profile, hw: dict) -> list[str]:

@@ -100,6 +100,20 @@ def test_unknown_profile_lists_the_available(write_profile, tmp_path):
         profiles.load("nope", base_dir=tmp_path)
 
 
+def test_a_typo_offers_no_class_base(write_profile, tmp_path):
+    """An abstract profile is refused by --profile: the typo's list must not offer it."""
+    write_profile("base", BASE)
+    write_profile("child", CHILD)
+    with pytest.raises(InputError, match=r"\(profiles here: child\)$"):
+        profiles.load("chld", base_dir=tmp_path)
+    with pytest.raises(InputError) as exc:
+        profiles.load("h200-4x-nvlnk")
+    offered = str(exc.value).rsplit("profiles here: ", 1)[1].rstrip(")").split(", ")
+    assert "h200-4x-nvlink" in offered and "local" in offered
+    assert not {"nvidia-base", "a100-8x-nvlink", "a100-8x-pcie"} & set(offered)
+    assert offered == [n for n in profiles.available() if not profiles.load(n).abstract]
+
+
 def crit(name: str, body: str) -> str:
     return f"criteria:\n  {name}: {body}\n"
 
