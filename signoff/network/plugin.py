@@ -17,17 +17,24 @@ from signoff.network.judge import (
 from signoff.network.report import network_section
 from signoff.network.run import Network
 
+NET_PORT = 29400  # the first of two: PORTS below
+PORTS = (1024, 65533)  # unprivileged, and room for the next one (the probes use port and port + 1)
+COLLECTIVE_TIMEOUT = 600
+
 
 def pytest_addoption(parser):
     g = parser.getgroup("signoff")
     g.addoption("--net-pairs", choices=("ring", "all"), default="ring",
-                help="host pairs for inter-node bandwidth: ring (each host with the next) or all")
+                help="host pairs for inter-node bandwidth: ring (each host with the next) or all "
+                     "(default ring)")
     g.addoption("--net-pairs-max", type=int, default=NET_PAIRS_MAX,
                 help=f"refuse --net-pairs all above this many pairs (default {NET_PAIRS_MAX}: 64 hosts)")
-    g.addoption("--net-port", type=int, default=29400,
-                help="first TCP port the network probes listen on (bound to the data interface)")
-    g.addoption("--collective-timeout", type=int, default=600,
-                help="multi-node all-reduce: rendezvous/collective timeout, s (ranks killed after)")
+    g.addoption("--net-port", type=int, default=NET_PORT,
+                help=f"first TCP port the network probes listen on (bound to the data interface; "
+                     f"{PORTS[0]}-{PORTS[1]}, default {NET_PORT})")
+    g.addoption("--collective-timeout", type=int, default=COLLECTIVE_TIMEOUT,
+                help=f"multi-node all-reduce: rendezvous/collective timeout, s (ranks killed after; "
+                     f"default {COLLECTIVE_TIMEOUT})")
 
 
 def all_pairs_plan(config, n_hosts: int, prof) -> tuple[str, bool]:
@@ -48,8 +55,9 @@ def all_pairs_plan(config, n_hosts: int, prof) -> tuple[str, bool]:
 @pytest.hookimpl
 def pytest_signoff_check_options(config, inventory, profile):
     port = config.getoption("net_port")
-    if not 1024 <= port <= 65533:
-        raise InputError(f"--net-port {port}: expected 1024-65533 (the probes use it and the next one)")
+    if not PORTS[0] <= port <= PORTS[1]:
+        raise InputError(f"--net-port {port}: expected {PORTS[0]}-{PORTS[1]} (the probes use it and the "
+                         f"next one)")
     if config.getoption("net_pairs_max") < 0:
         raise InputError(f"--net-pairs-max {config.getoption('net_pairs_max')}: expected a number of "
                          f"pairs >= 0")

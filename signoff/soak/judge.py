@@ -38,7 +38,7 @@ REASON_CAUSE = {
 # The profile's `soak:` section, with defaults (docs/soak.md)
 SOAK_DEFAULTS = {"duration": 300.0, "warmup": 30.0, "interval": 1.0, "matrix": 8192}
 SOAK_KEYS = tuple(SOAK_DEFAULTS)
-MAX_DURATION = 48 * 3600.0
+MIN_DURATION, MAX_DURATION = 10.0, 48 * 3600.0
 
 
 def parse_duration(text) -> float:
@@ -107,8 +107,9 @@ def plan(section: dict, duration=None) -> dict:
             notes.append(f"warm-up shortened from {p['warmup']:g} s to a third of the "
                          f"{p['duration']:g} s soak")
             p["warmup"] = round(p["duration"] / 3, 1)
-    if not 10 <= p["duration"] <= MAX_DURATION:
-        raise ValueError(f"duration: {p['duration']:g} s is outside 10 s..48 h")
+    if not MIN_DURATION <= p["duration"] <= MAX_DURATION:
+        raise ValueError(f"duration: {p['duration']:g} s is outside {human_duration(MIN_DURATION)}.."
+                         f"{human_duration(MAX_DURATION)}")
     if not 0 <= p["warmup"] < p["duration"]:
         raise ValueError(f"warmup: {p['warmup']:g} s must be shorter than the duration "
                          f"{p['duration']:g} s")

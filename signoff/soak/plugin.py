@@ -21,7 +21,27 @@ TESTS = tuple(f"test_{c}" for c in CRITERIA) + ("test_thermal_margin",)
 def pytest_addoption(parser):
     parser.getgroup("signoff").addoption(
         "--soak-duration", type=soak.duration_arg, default=None,
-        help="sustained-load time instead of the profile's soak.duration (90s, 10m, 24h)")
+        help=f"sustained-load time instead of the profile's soak.duration (90s, 10m, 24h; "
+             f"{soak.human_duration(soak.MIN_DURATION)}..{soak.human_duration(soak.MAX_DURATION)}; "
+             f"default: the profile's, else {soak.human_duration(soak.SOAK_DEFAULTS['duration'])})")
+
+
+@pytest.hookimpl
+def pytest_signoff_check_options(config, inventory, profile):
+    """--soak-duration judged before any host: its range, and with a named profile the soak it
+    makes with that profile's warm-up and sampling interval (auto: judged once the profile is)."""
+    duration = config.getoption("soak_duration")
+    if duration is None:
+        return
+    flag = f"--soak-duration {soak.human_duration(duration)}"
+    if not soak.MIN_DURATION <= duration <= soak.MAX_DURATION:
+        raise InputError(f"{flag}: expected {soak.human_duration(soak.MIN_DURATION)}.."
+                         f"{soak.human_duration(soak.MAX_DURATION)}")
+    if profile is not None:
+        try:
+            soak.plan(profile.section("soak"), duration)
+        except ValueError as exc:
+            raise InputError(f"{flag} with profile {profile.name}'s soak: {exc}") from None
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +51,9 @@ def soak_run(request, fleet, profile):
     try:
         plan = soak.plan(profile.section("soak"), config.getoption("soak_duration"))
     except ValueError as exc:
-        raise InputError(f"profile {profile.name} soak.{exc}") from None
+        given = config.getoption("soak_duration")  # --profile auto: judged here, the flag named
+        flag = f" with --soak-duration {soak.human_duration(given)}" if given is not None else ""
+        raise InputError(f"profile {profile.name} soak.{exc}{flag}") from None
     state = config.stash[STATE]
     runner = SoakRunner(fleet, plan, state.report_dir, state.results,
                         startup_s=config.getoption("probe_timeout"))

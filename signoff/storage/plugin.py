@@ -17,7 +17,7 @@ def pytest_addoption(parser):
     g.addoption("--storage-readonly", action="store_true", default=False,
                 help="measure the files already in the storage path, writing nothing")
     g.addoption("--storage-tool", choices=("auto", "fio", "builtin"), default="auto",
-                help="storage reader: fio where installed (auto), or the built-in one")
+                help="storage reader: fio where installed (auto), or the built-in one (default auto)")
     g.addoption("--storage-min-free", default="10%",
                 help="refuse to write test files that would leave less free on the filesystem "
                      "(percent or size, default 10%%)")
