@@ -34,6 +34,7 @@ from signoff import (
 )
 from signoff.check import NA_PREFIX, Check
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, lacks, new_run_id
+from signoff.report import FOLDED
 from signoff.report import status_class as report_status_class
 from signoff.results import ALL, Results, not_reported, split_nodeid, worse
 from signoff.transport import HostUnreachable
@@ -220,6 +221,13 @@ def pytest_configure(config):
     if not _is_acceptance_run(config):
         return
     _refuse_xdist(config)
+    # signoff's own section says every problem, grouped by cause (a fault on 300 hosts is one
+    # line): pytest's traceback per failure and "FAILED ..." per check would be 300 lines more.
+    # --tb and -r given on the command line still apply.
+    if config.option.tbstyle == "auto":
+        config.option.tbstyle = "no"
+    if config.option.reportchars == "fE":  # pytest's default
+        config.option.reportchars = ""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     rd = Path(config.getoption("report_dir") or paths.reports_dir() / stamp)
     try:
@@ -684,7 +692,7 @@ class Recorder:
         # (hidden, report.HIDE_PYTEST) must keep pytest's outcome, which its row filter reads: a
         # row whose outcome it does not know is never shown.
         status = self.final.get(report.nodeid, "")
-        if status == "PASS" and self.folded():  # in the summary's counts and distributions
+        if status in FOLDED and self.folded():  # in the summary's counts and distributions
             del cells[:]  # pytest-html leaves out a row without cells
         elif cells:
             cells.insert(1, f'<td class="col-signoff {report_status_class(status)}">{status}</td>')
@@ -692,8 +700,8 @@ class Recorder:
                 cells.pop()
 
     def folded(self) -> bool:
-        """Whether PASS rows are left out of the HTML table: a run of more hosts than the
-        report's host matrix shows (each row ~1 KB: 1,000 hosts x the sheet would be ~48 MB)."""
+        """Whether PASS and N.A. rows are left out of the HTML table: a run of more hosts than
+        the report's host matrix shows (each row ~0.7 KB: 1,000 hosts x the sheet ~34 MB)."""
         return len(self.state.inventory.hosts) > report.MATRIX_MAX_HOSTS
 
     @pytest.hookimpl(optionalhook=True)

@@ -160,7 +160,8 @@ def problem_line(g: dict) -> tuple[str, str, str]:
             f"{_fmt(vals[0])} {unit}" if vals else ""
         what = (f"measured {span}, expected {r.get('expected')}" if span
                 else split_cause(r.get("message") or "")[0].removeprefix(f"{r['host']}: "))
-        if not span and len({x.get("message") for x in rs}) > 1:  # one cause, each host's own paths
+        own = {(x.get("message") or "").removeprefix(f"{x['host']}: ") for x in rs}
+        if not span and len(own) > 1:  # one cause, each host's own paths
             what += f" (as on {r['host']}; each host's own paths and figures in its details)"
     return who, what, cause
 
@@ -235,7 +236,7 @@ def cover(verdict: str, doc: dict) -> str:
             + f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
             f"({escape(str(meta.get('profile_class', '')))}); hosts ({len(hosts)}): "
             f"{escape(hosts_text(hosts))}<br>{escape(run_line(meta))}"
-            + f"<br>Launcher: {escape(launcher(meta))}"
+            + f"<br>Launcher: {escape(launcher(meta, records))}"
             + (f"<br><b>{escape(probe_env_text(meta))}</b>" if meta.get("probe_env") else "")
             + (f"<br><b>Partial run</b>: {escape(meta['partial'])}" if meta.get("partial") else "")
             + "</p><p>PASS needs every applicable check to run and pass; ERROR means the check "
@@ -271,11 +272,15 @@ def tolerance_text(base: dict) -> str:
             + (f" from {base['tolerance_from']}" if base.get("tolerance_from") else ""))
 
 
-def launcher(meta: dict) -> str:
+LAUNCHED = {"ssh": "SSH (Fabric) to each host", "local": "this machine, without SSH"}
+
+
+def launcher(meta: dict, records: list[dict] = ()) -> str:
     """What ran the checks' host commands (each record's `launcher` says it per check)."""
     got = meta.get("launcher") or {}
     if got.get("launcher") != "slurm":
-        return "SSH (Fabric) to each host; this machine without SSH where the inventory says local"
+        used = [LAUNCHED[k] for k in LAUNCHED if any(r.get("launcher") == k for r in records)]
+        return "; ".join(used) or LAUNCHED["ssh"]
     steps = got.get("steps") or []
     return (f"srun inside Slurm job {got.get('job')}: every check's probes as tasks of srun steps, one "
             f"step per probe and phase across the nodes ({len(steps)} steps"
@@ -456,12 +461,17 @@ def summary_table(records: list[dict]) -> str:
 RETRIED_SHOWN = 50  # rows of the retried-figures table; the rest are in results.json
 
 
+FOLDED = ("PASS", "N.A.")  # rows the results table leaves out above MATRIX_MAX_HOSTS hosts
+
+
 def folded_note(records: list[dict]) -> str:
-    """What the results table below leaves out on a run of many hosts: its PASS rows."""
+    """What the results table below leaves out on a run of many hosts: its PASS and N.A. rows."""
     n = sum(r["status"] == "PASS" for r in records)
-    return (f"<p class='so-folded'>The table of checks below lists the {len(records) - n} that did not "
-            f"pass; the {n} that passed are in the summary above (counts, min / median / max, "
-            f"worst hosts) and in results.json with every figure.</p>")
+    na = sum(r["status"] == "N.A." for r in records)
+    return (f"<p class='so-folded'>The table of checks below lists the {len(records) - n - na} that "
+            f"did not pass; the {n} that passed are in the summary above (counts, min / median / max, "
+            f"worst hosts) and in results.json with every figure"
+            + (f", and so are the {na} that do not apply (N.A.)" if na else "") + ".</p>")
 
 
 def retried(records: list[dict]) -> list[dict]:

@@ -3,13 +3,16 @@ the hosts that need a look folded into ranges, and its min / median / max are ri
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
+from pathlib import Path
 
 from signoff import report
 from signoff.results import ALL
 from signoff.versions.report import versions_matrix
 
+ROOT = Path(__file__).resolve().parent.parent
 BUSBW = {"expected": ">= 100 GB/s", "unit": "GB/s", "source": "thresholds.md"}
 TEMP = {"expected": "<= 85 C", "unit": "C", "source": "thresholds.md"}
 
@@ -241,6 +244,16 @@ def test_network_pair_matrix_and_its_histogram_above_32_hosts():
     many = network_section([pair(a, b, 0.9 - (a == "n0500") * 0.5, "FAIL" if a == "n0500" else "PASS")
                             for a, b in zip(hosts, hosts[1:] + hosts[:1])])
     assert len(pngs(many)) == 1 and many.count("<tr class=") == 1 and "n0500-&gt;n0501" in many
+
+
+def test_network_on_one_host_says_why_in_a_line_without_an_empty_table():
+    """The real 1x H200 run's records (reports/examples/h200-1x): no pair, no multi-node."""
+    from signoff.network.report import network_section
+    doc = json.loads((ROOT / "reports" / "examples" / "h200-1x" / "results.json").read_text())
+    got = network_section(doc["results"])
+    assert "<table" not in got and "N.A.: N.A." not in got and "None" not in got, got
+    assert "Host pairs: <b>N.A.</b>: one host: no pair to measure" in got
+    assert "Multi-node all-reduce: <b>N.A.</b>: one host: no inter-node all-reduce" in got
 
 
 def test_soak_series_are_drawn_from_results_json_with_the_hottest_hosts_above_16():

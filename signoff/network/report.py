@@ -6,8 +6,10 @@ from __future__ import annotations
 from html import escape
 
 from signoff import retry
+from signoff.check import NA_PREFIX
 from signoff.figures import img, plt, png
 from signoff.report import MATRIX_MAX_HOSTS, WORST, status_class
+from signoff.units import readable
 
 MATRIX_HOSTS = 32  # up to this many hosts a sender x receiver matrix; above, a histogram
 
@@ -19,8 +21,10 @@ def _pct(fraction) -> str:
 def network_section(records: list[dict]) -> str:
     """Per host pair: throughput as % of line rate; and the multi-node bisection."""
     pairs = [r for r in records if r["criterion"] == "net_pair_bandwidth" and r.get("details")]
+    unmeasured = next((r for r in records if r["criterion"] == "net_pair_bandwidth" and not r.get("details")),
+                      None)
     multi = next((r for r in records if r["criterion"] == "multinode_allreduce"), None)
-    if not pairs and not multi:
+    if not pairs and not multi and not unmeasured:
         return ""
     pct = all(r["details"].get("fraction") is not None for r in pairs)
     fig = pair_figure(pairs, pct) if pairs else ""
@@ -34,20 +38,30 @@ def network_section(records: list[dict]) -> str:
         f"<td>{_pct(d.get('fraction'))}</td>"
         f"<td>{r['status']}</td></tr>"
         for r in pairs for d in [r["details"]])
-    out = ("<h2>Network</h2>" + (img(fig, "host pair throughput") if fig else "")
-           + "<table class='so-table'><tr><th>pair (sender-&gt;receiver)</th>"
-           "<th>tool</th><th>Gb/s</th><th>line rate Gb/s</th><th>% of line rate</th><th></th></tr>"
-           f"{rows}</table>")
+    out = "<h2>Network</h2>" + (img(fig, "host pair throughput") if fig else "")
+    if rows:
+        out += ("<table class='so-table'><tr><th>pair (sender-&gt;receiver)</th><th>tool</th><th>Gb/s</th>"
+                "<th>line rate Gb/s</th><th>% of line rate</th><th></th></tr>"
+                f"{rows}</table>")
+    elif unmeasured:  # one host, or no pair measured: say why in one line, no empty table
+        out += (f"<p>Host pairs: <b>{unmeasured['status']}</b>: "
+                f"{escape(why(unmeasured))}</p>")
     bis = ((multi or {}).get("details") or {}).get("bisection")
     if multi:
-        out += (f"<p>Multi-node all-reduce: <b>{multi['status']}</b> "
-                f"{escape(str(multi.get('measured') or ''))} {escape(multi.get('unit') or '')}</p>")
+        got = (f"{readable(multi['measured'])} {multi.get('unit') or ''}" if multi.get("measured") is not None
+               else why(multi))
+        out += f"<p>Multi-node all-reduce: <b>{multi['status']}</b>: {escape(got)}</p>"
     if bis:
         named = ", ".join(bis["slow_hosts"] + bis["slow_links"]) or "no single host or link"
         cells = "".join(f"<tr><td>{escape(p)}</td><td>{bw}</td></tr>" for p, bw in bis["pairs"].items())
         out += (f"<p>Bisection (2-host all-reduce per ring pair): slow <b>{escape(named)}</b></p>"
                 f"<table class='so-table'><tr><th>pair</th><th>busbw GB/s</th></tr>{cells}</table>")
     return out
+
+
+def why(r: dict) -> str:
+    """A record's message without its status said again (N.A.'s own prefix)."""
+    return (r.get("message") or "").removeprefix(NA_PREFIX).strip()
 
 
 def pair_figure(pairs: list[dict], pct: bool) -> str:
