@@ -13,7 +13,7 @@ HOST_OPTS := $(if $(INVENTORY),--inventory $(INVENTORY),) $(if $(HOSTS),--hosts 
 
 .PHONY: accept test venv system lint clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# no torch: the controller needs none; probes run in the training environment (--python)
@@ -49,8 +49,9 @@ OWN_ENV := $(if $(INVENTORY)$(HOSTS)$(findstring --python,$(ARGS)),,$(shell \
   python3 -c "import importlib.metadata as m; m.version('torch')" >/dev/null 2>&1 || \
   echo $(VENV)/.installed-probe))
 
+# the installed command (signoff/cli.py): `pytest acceptance/` with these options
 accept: venv $(OWN_ENV)
-	$(PY) -m pytest acceptance/ --profile $(PROFILE) $(HOST_OPTS) $(ARGS)
+	$(VENV)/bin/signoff run --profile $(PROFILE) $(HOST_OPTS) $(ARGS)
 
 test: system $(VENV)/.installed-probe $(VENV)/.installed-dev
 	# test files in parallel, 2 at once (3 on 2 cores were no faster, and CPU-bound lab floors

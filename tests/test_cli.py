@@ -15,9 +15,9 @@ LOCK_WAIT = ("--lock-wait", "300")
 QUICK = str(ROOT / "tests/profiles/quick.yaml")  # one all-reduce size: for runs that test flags
 
 
-def run(*args, cwd=ROOT):
+def run(*args, cwd=ROOT, command=("pytest", "acceptance/")):
     # --python: the training environment here is this venv (torch), not the python3 on PATH
-    return subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "-p", "no:cacheprovider",
+    return subprocess.run([sys.executable, "-m", *command, "-p", "no:cacheprovider",
                            "--python", sys.executable, *LOCK_WAIT, *args], cwd=cwd, capture_output=True,
                           text=True, timeout=300)
 
@@ -38,7 +38,8 @@ def assert_self_contained(html: str) -> None:
 
 
 def test_no_options_runs_locally_without_ssh(tmp_path):
-    p = run("--report-dir", str(tmp_path))
+    # through the command (make accept's): the whole sheet, end to end (tests/test_command.py: the rest)
+    p = run("--report-dir", str(tmp_path), command=("signoff", "run"))
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["meta"]["inventory"] == "default" and res["meta"]["hosts"] == ["localhost"]
     assert res["meta"]["profile"] == "local"  # auto on a GPU-less machine

@@ -1,0 +1,7 @@
+"""`python -m signoff ...`: the `signoff` command where its script is not on PATH."""
+
+import sys
+
+from signoff.cli import main
+
+sys.exit(main())

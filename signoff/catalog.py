@@ -1,0 +1,110 @@
+"""What the sign-off sheet holds, for a person (`signoff list checks`, `plan`, `run --only`):
+each test function of acceptance/, its file and family, and what of a profile it judges against,
+read from the tests' source (as signoff/sheet.py reads the sheet) without importing them."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from signoff import InputError, families, paths, sheet
+
+# What a check is parametrised by, as signoff/sheet.py scopes it: every host, every host pair of
+# the network family; neither: once, over all hosts at once. `plan` gets the real list from the
+# plugin; this is the default for a listing made without one.
+PARAMS = ("host", "pair")
+SCOPES = {"host": "per host", "pair": "per host pair", None: "once, all hosts at once"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    criterion: str  # the test function's name less test_: the sheet's criterion
+    file: str  # its acceptance file's name less test_ and .py (gpu_health)
+    family: str  # the family that judges it (signoff/<family>/), else its file's name
+    scope: str | None  # host, pair, ...; None: one check over all hosts
+    thresholds: tuple[str, ...]  # the profile.threshold() names it is judged against
+    hardware: tuple[str, ...]  # the profile's hardware: keys it reads (the class checks)
+
+
+def _used(fn: ast.FunctionDef) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """profile.threshold("x") and profile.hardware.get("k") in a test's body, in order."""
+    thr, hw = [], []
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            continue
+        target, arg = ast.unparse(node.func), node.args[0].value
+        if target.endswith("profile.threshold"):
+            thr.append(arg)
+        elif target.endswith("profile.hardware.get"):
+            hw.append(arg)
+    return tuple(dict.fromkeys(thr)), tuple(dict.fromkeys(hw))
+
+
+def checks(acceptance: Path | None = None, params=PARAMS) -> list[Entry]:
+    """Every check of the sheet in its order (files sorted, then as written)."""
+    acc = acceptance or paths.acceptance_dir()
+    scopes = dict(sheet.checks(acc, params))
+    known = families.criteria()
+    out = []
+    for f in sorted(acc.glob("test_*.py")):
+        stem = f.stem.removeprefix("test_")
+        tests = [n for n in ast.parse(f.read_text()).body
+                 if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+        used = {n.name: _used(n) for n in tests}
+        # a test's family: its own criterion's, else the first threshold's; the file's: its
+        # tests' most common one (a check without a threshold, gpu_model, is its file's)
+        own = {n: next((known[c]["family"] for c in (n[5:], *used[n][0]) if c in known), None)
+               for n in used}
+        common = Counter(v for v in own.values() if v).most_common(1)
+        fam = common[0][0] if common else stem
+        for n in tests:
+            out.append(Entry(n.name[5:], stem, own[n.name] or fam, scopes.get(n.name[5:]), *used[n.name]))
+    return out
+
+
+def groups(entries: list[Entry]) -> dict[str, list[str]]:
+    """`--only` names: each family (the files holding its checks) and each file by its own name."""
+    out: dict[str, list[str]] = {}
+    for e in entries:
+        for key in (e.family, e.file):
+            if e.file not in out.setdefault(key, []):
+                out[key].append(e.file)
+    return out
+
+
+def select(only: str, acceptance: Path | None = None) -> list[Path]:
+    """The acceptance files `--only a,b` names (families or files), in sheet order."""
+    acc = acceptance or paths.acceptance_dir()
+    entries = checks(acc)
+    by = groups(entries)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in by]
+    if unknown or not names:
+        raise InputError(f"--only {only}: {'unknown ' + ', '.join(unknown) if unknown else 'names nothing'} "
+                         f"(families: {', '.join(sorted({e.family for e in entries}))}; "
+                         f"files: {', '.join(dict.fromkeys(e.file for e in entries))})")
+    wanted = {f for n in names for f in by[n]}
+    return [acc / f"test_{f}.py" for f in dict.fromkeys(e.file for e in entries) if f in wanted]
+
+
+def judged_by(entry: Entry, profile, origin=None, sources: bool = True) -> list[str]:
+    """What a profile holds for a check: each hardware key and threshold it reads, with its
+    source, or (given origin(criterion) -> file) the file that set its limit."""
+    out = []
+    for key in entry.hardware:
+        val = profile.hardware.get(key)
+        out.append(f"hardware.{key}: {'any' if val is None else val}")
+    for name in entry.thresholds:
+        if name in profile.criteria:
+            t = profile.criteria[name]
+            where = f" [{origin(name)}]" if origin and origin(name) else ""
+            out.append(f"{name} {t.expected}{where}" + (f" (source: {t.source})" if sources else ""))
+        elif name in profile.uncalibrated:
+            why = f" ({profile.uncalibrated[name]})" if sources else ""
+            out.append(f"{name}: uncalibrated, ERRORs{why}")
+        else:
+            out.append(f"{name}: no threshold in profile {profile.name}, ERRORs")
+    return out or ["no threshold"]

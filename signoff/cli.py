@@ -1,0 +1,203 @@
+"""`signoff`: the command around `pytest acceptance/` (README: quickstart).
+
+    signoff run [--only FAMILY,...] [options...]   sign off: pytest on the sheet, its exit code
+    signoff plan [--only FAMILY,...] [options...]  what a run would do; writes no report
+    signoff list profiles | checks [--profile P]
+    signoff show-profile P                         its thresholds after `extends`, each with its file
+    signoff clean [--hosts H | --inventory F]      dead runs' temp dirs on the hosts
+    signoff calibrate RUN --out FILE [--margin M]  python -m signoff.calibrate
+    signoff rebuild RUN                            python -m signoff.results rebuild
+
+run and plan take every option of `pytest acceptance/` (--profile, --hosts, --inventory, ...);
+run passes pytest's own flags through as well (-k, -x, -v, --report-dir ...)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from signoff import InputError, paths
+
+USAGE_ERROR = 4  # pytest's own code for a usage error: one meaning whichever layer refused
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def pytest_args() -> list[str]:
+    """What every pytest run of the command starts with. From a clone, nothing: the repository's
+    own settings (pyproject.toml) and conftest.py apply, as for `pytest acceptance/`. Installed,
+    the sheet alone: no pytest.ini, conftest.py or cache of the directories around site-packages
+    (a venv inside someone's project would pick up theirs), and the plugin named here, since no
+    conftest.py of ours is above the installed acceptance/."""
+    if paths.checkout():
+        return []
+    root = str(paths.root())
+    return ["-c", os.devnull, "--rootdir", root, "--confcutdir", root,
+            "-p", "no:cacheprovider", "-p", "signoff.plugin"]
+
+
+def _only(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the acceptance paths to run, the other arguments): `--only a,b` picks files of the sheet
+    (a run that leaves checks out is INCOMPLETE unless --partial: the plugin judges that)."""
+    ap = _Parser(add_help=False, allow_abbrev=False)
+    ap.add_argument("--only", action="append", default=[])
+    known, rest = ap.parse_known_args(argv)
+    if not known.only:
+        return [str(paths.acceptance_dir())], rest
+    from signoff import catalog
+    return [str(p) for p in catalog.select(",".join(known.only))], rest
+
+
+def run(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(argv):
+        print("usage: signoff run [--only FAMILY,...] [options]\n\n"
+              "  --only FAMILY,...   only these families or files of the sheet (signoff list checks);\n"
+              "                      the verdict is INCOMPLETE unless --partial is given too\n\n"
+              "Every other option is pytest's, with signoff's in its 'GPU cluster acceptance' group:\n")
+    import pytest
+    targets, rest = _only(argv)
+    return int(pytest.main([*pytest_args(), *targets, *rest]))
+
+
+def configured(argv: list[str]):
+    """pytest's parse of a run's options and the plugin's judgement of them (inventory, profile,
+    ranges), without a session: nothing is collected or run, no report directory made. Returns
+    (config, the plugin's State). The acceptance directory is left out of the arguments, which
+    is what keeps the plugin's pytest_configure from creating a report (an acceptance run)."""
+    import pytest
+    from _pytest.config import _prepareconfig  # the parse pytest.main does, not its session
+
+    from signoff import plugin
+    if any(a == "--report-dir" or a.startswith("--report-dir=") for a in argv):
+        raise InputError("--report-dir: a plan writes no report")
+    # no ini, conftest.py or cache of the current directory's; os.devnull as the one path: a
+    # path that is not the sheet (nothing is collected), so the plugin makes no report for it
+    base = ["-c", os.devnull, "--rootdir", str(paths.root()), "--noconftest", "-p", "no:cacheprovider",
+            "-p", "signoff.plugin"]
+    try:
+        config = _prepareconfig([*base, *argv, os.devnull])
+    except pytest.UsageError as exc:  # argparse's "usage: ... error: <what>": the what
+        said = [ln.split("error: ", 1)[1] for ln in str(exc).splitlines() if "error: " in ln]
+        raise InputError(said[0] if said else str(exc)) from None
+    try:
+        plugin.pytest_configure(config)
+    except pytest.UsageError as exc:
+        raise InputError(str(exc)) from None
+    state = config.stash[plugin.STATE]
+    assert state.report_dir is None, "a plan must write no report"
+    return config, state
+
+
+def plan(argv: list[str]) -> int:
+    from signoff import plan as planning
+    targets, rest = _only(argv)
+    ap = _Parser(prog="signoff plan", add_help=False, allow_abbrev=False)
+    ap.add_argument("--no-contact", action="store_true")
+    known, rest = ap.parse_known_args(rest)
+    config, state = configured(rest)
+    print(planning.text(config, state, [Path(t) for t in targets], contact=not known.no_contact))
+    return 0
+
+
+def list_(args) -> int:
+    from signoff import catalog, profiles
+    if args.what == "profiles":
+        for name in profiles.available():
+            try:
+                p = profiles.load(name)
+            except InputError as exc:  # a broken file of the user's: said, the others listed
+                print(f"{name:22} (does not load: {exc})")
+                continue
+            if not p.abstract:
+                print(f"{name:22} {p.description}  [{p.describe_class()}]")
+        return 0
+    prof = profiles.load(args.profile) if args.profile else None
+    entries = catalog.checks()
+    width = max(len(e.criterion) for e in entries)
+    for e in entries:
+        scope = catalog.SCOPES.get(e.scope, f"per {e.scope}")
+        line = f"{e.criterion:{width}}  {e.family:12} {scope:24}"
+        if prof:
+            line += "  " + "; ".join(catalog.judged_by(e, prof))
+        print(line.rstrip())
+    return 0
+
+
+def show_profile(args) -> int:
+    from signoff import plan as planning
+    from signoff import profiles
+    print(planning.profile_text(profiles.load(args.profile)))
+    return 0
+
+
+def clean(argv: list[str]) -> int:
+    from signoff import clean as cleaning
+    config, state = configured(argv)
+    if state.job:
+        raise InputError("signoff clean runs over SSH (or on this machine), not as srun steps: "
+                         "pass --launcher ssh, or run it on each node")
+    lines, ok = cleaning.clean(state.inventory, config.getoption("accept_new_host_keys"),
+                               config.getoption("connect_timeout"), config.getoption("max_parallel"))
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:  # `signoff list checks | head`: the reader is gone, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str]) -> int:
+    passthrough = {"run": run, "plan": plan, "clean": clean,
+                   "calibrate": lambda a: _calibrate(a), "rebuild": lambda a: _rebuild(a)}
+    try:
+        if argv and argv[0] in passthrough and not (argv[0] in ("plan", "clean") and
+                                                   {"-h", "--help"} & set(argv)):
+            return passthrough[argv[0]](argv[1:])
+        ap = _Parser(prog="signoff", description=__doc__.split("\n\n")[0],
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     epilog=__doc__.split("\n\n", 1)[1])
+        sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+        sub.add_parser("run", help="sign off: pytest on the sheet (every pytest flag passes through)")
+        p = sub.add_parser("plan", help="what a run with these options would do; writes no report")
+        p.add_argument("--only", help="families or files of the sheet")
+        p.add_argument("--no-contact", action="store_true",
+                       help="with --profile auto: do not ask the hosts for their sysinfo")
+        p = sub.add_parser("list", help="the shipped profiles, or the checks of the sheet")
+        p.add_argument("what", choices=("profiles", "checks"))
+        p.add_argument("--profile", help="with checks: each check's threshold and source in this profile")
+        p = sub.add_parser("show-profile", help="a profile's thresholds after extends, with their files")
+        p.add_argument("profile", help="a name in thresholds/ or a YAML path")
+        p = sub.add_parser("clean", help="remove the temp dirs of dead runs on the hosts")
+        p.add_argument("--hosts")
+        p.add_argument("--inventory")
+        sub.add_parser("calibrate", help="a site profile from a run on known-good nodes")
+        sub.add_parser("rebuild", help="a killed run's results.json, junit.xml, report.md")
+        args = ap.parse_args(argv)
+        return {"list": list_, "show-profile": show_profile}[args.cmd](args)
+    except InputError as exc:
+        print(f"signoff: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+def _calibrate(argv: list[str]) -> int:
+    from signoff import calibrate
+    return calibrate.main(argv)
+
+
+def _rebuild(argv: list[str]) -> int:
+    from signoff import results
+    return results.main(["rebuild", *argv])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

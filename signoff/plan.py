@@ -1,0 +1,197 @@
+"""What `signoff plan` and `signoff show-profile` print: the hosts, the profile (which one
+--profile auto picks, asking the hosts for their sysinfo), the checks per host, pair and cluster
+with the thresholds they are judged against, and what the long measurements will take. Nothing
+is measured and no report is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from signoff import InputError, catalog, hostlist, paths, profiles
+
+FOLD = 12  # pair ids listed before "and N more"
+
+
+def shown(path) -> str:
+    """A profile file as the user knows it: thresholds/x.yaml for the shipped ones."""
+    p = Path(str(path))
+    try:
+        return str(p.resolve().relative_to(paths.root()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def resolved(prof: profiles.Profile) -> dict:
+    """profiles.resolved(): every key of every criterion with the file that set it. Where the
+    loader does not say (an older one), the values alone, files unknown (None)."""
+    if hasattr(profiles, "resolved"):
+        return profiles.resolved(prof)
+    crits = {n: {k: {"value": v, "from": None} for k, v in
+                 {t.op: t.value, "unit": t.unit, "source": t.source, **t.extra,
+                  **({"provisional": t.provisional} if t.provisional else {})}.items()}
+             for n, t in prof.criteria.items()}
+    crits.update({n: {"uncalibrated": {"value": why, "from": None}} for n, why in prof.uncalibrated.items()})
+    return {"profile": prof.name, "path": prof.path, "extends": [], "abstract": prof.abstract,
+            "description": prof.description, "hardware": dict(prof.hardware), "criteria": crits,
+            "sections": dict(prof.sections), "baseline": dict(prof.baseline)}
+
+
+def _at(where) -> str:
+    return f"  [{shown(where)}]" if where else ""
+
+
+def _value(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return ", ".join(map(_value, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def criterion_lines(prof: profiles.Profile, name: str, entry: dict) -> list[str]:
+    """One criterion: its threshold and the file of its limit, its source, then its other keys."""
+    if "uncalibrated" in entry:
+        return [f"  {name}: uncalibrated (its check ERRORs): {entry['uncalibrated']['value']}"
+                f"{_at(entry['uncalibrated']['from'])}"]
+    limit = next((k for k in profiles.LIMIT_KEYS if k in entry), None)
+    t = prof.criteria.get(name)
+    head = t.expected if t else f"{limit} {entry[limit]['value']}" if limit else "no limit"
+    home = entry[limit]["from"] if limit else None
+    out = [f"  {name}: {head}{_at(home)}"]
+
+    def at(key):  # a key set by another file than the limit says which
+        return _at(entry[key]["from"]) if entry[key]["from"] != home else ""
+    if "source" in entry:
+        out.append(f"      source: {entry['source']['value']}{at('source')}")
+    rest = [k for k in entry if k not in (*profiles.LIMIT_KEYS, "unit", "source", "provisional")]
+    if rest:
+        out.append("      " + "; ".join(f"{k} {_value(entry[k]['value'])}{at(k)}" for k in rest))
+    return out
+
+
+def profile_text(prof: profiles.Profile) -> str:
+    r = resolved(prof)
+    chain = " < ".join(shown(f) for f in reversed(r.get("extends") or [])) or shown(r["path"])
+    lines = [f"profile {r['profile']}: {r['description']}"
+             + ("  (abstract: a class base, not for --profile)" if r["abstract"] else ""),
+             f"  class: {prof.describe_class()}",
+             f"  files: {chain}  (after each limit: the file that set it; a key set by another file: which)",
+             "hardware: " + ", ".join(f"{k} {_value(v)}" for k, v in r["hardware"].items() if v is not None)]
+    for key, sec in r.get("sections", {}).items():
+        lines.append(f"{key}: " + ", ".join(f"{k} {_value(v)}" for k, v in sec.items()))
+    if r.get("baseline"):
+        b = r["baseline"]
+        lines.append(f"baseline: tolerance {b.get('tolerance', 'default')}"
+                     + "".join(f", {k} {v}" for k, v in (b.get("criteria") or {}).items()))
+    lines.append("criteria:")
+    for name, entry in r["criteria"].items():
+        lines += criterion_lines(prof, name, entry)
+    return "\n".join(lines)
+
+
+def auto_pick(config, state) -> profiles.Profile:
+    """What --profile auto picks on these hosts: their sysinfo (the run's first step: lock, temp
+    dir, sysinfo probe, cleanup), then the plugin's own vote."""
+    from signoff import plugin, slurm
+    from signoff.fleet import Fleet
+    job = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
+    fleet = Fleet(state.inventory, config.getoption("accept_new_host_keys"),
+                  config.getoption("connect_timeout"), config.getoption("probe_timeout"),
+                  run=state.run_id, lock_wait=config.getoption("lock_wait"),
+                  max_parallel=config.getoption("max_parallel"), slurm=job)
+    try:
+        fleet.start()
+        # the `profile` fixture's body: one vote for the run and the plan
+        return plugin.profile.__wrapped__(config, fleet)
+    finally:
+        fleet.close()
+
+
+def _estimates(config, prof, picked: set[str], cols: dict, pairs: list) -> list[str]:
+    """The long measurements' own time (start-up, retries and the other checks come on top)."""
+    out = []
+    if "soak_gpu_temp" in picked or "soak_errors" in picked:
+        from signoff.soak import judge as soak
+        try:
+            p = soak.plan(prof.section("soak"), config.getoption("soak_duration"))
+        except ValueError as exc:
+            raise InputError(f"profile {prof.name} soak.{exc}") from None
+        whose = "--soak-duration" if config.getoption("soak_duration") is not None else \
+            f"profile {prof.name} soak.duration"
+        out.append(f"soak: {soak.human_duration(p['duration'])} of load on every host at once ({whose})")
+    real = [p for p in pairs if p]
+    if "net_pair_bandwidth" in picked and real:
+        from signoff.network.judge import PAIR_DURATION_S, rounds
+        t = prof.criteria.get("net_pair_bandwidth")
+        dur = t.extra.get("duration", PAIR_DURATION_S) if t else PAIR_DURATION_S
+        n = len(rounds(real))
+        out.append(f"host pairs: {len(real)} pairs in {n} rounds of {dur} s: {n * dur} s")
+    reads = [c for c in ("storage_read_seq", "storage_read_small", "storage_read_aggregate")
+             if c in picked and c in prof.criteria]
+    if reads:
+        from signoff.storage.judge import knobs
+        parts = [f"{c.removeprefix('storage_read_')} {knobs(prof.criteria[c])['runtime']} s" for c in reads]
+        out.append(f"storage reads: {', '.join(parts)} (a shared filesystem's hosts read alone one "
+                   f"after another: up to alone_sample of them)")
+    return out
+
+
+def text(config, state, targets: list[Path], contact: bool = True) -> str:
+    from signoff import plugin
+    inv = state.inventory
+    names = [h.name for h in inv.hosts]
+    cases = plugin.parametrized(config)
+    cols = {f: [i for _, i in c] for f, c in cases.items()}
+    everything = catalog.checks(params=tuple(cols))
+    files = {p.stem.removeprefix("test_") for p in targets if p.is_file()}  # --only's files
+    picked = [e for e in everything if e.file in files or not files]
+    prof = state.profile
+    if state.job:
+        launcher = f"srun steps of Slurm job {state.job}"
+    elif all(h.local for h in inv.hosts):
+        launcher = "this machine, no SSH"
+    else:
+        launcher = "SSH"
+    lines = ["signoff plan: what `signoff run` with these options would do (nothing is measured, "
+             "no report written)",
+             f"hosts: {len(names)} from {inv.source}: {hostlist.fold(names)}  ({launcher})"]
+    if prof is None and contact:
+        prof = auto_pick(config, state)
+        lines.append(f"--profile auto picks {prof.name} on these hosts (asked for their sysinfo)")
+    elif prof is None:
+        lines.append("--profile auto: picked at the start of the run from the hosts' sysinfo "
+                     "(no GPU: local); without --no-contact the plan asks them")
+    crits = resolved(prof)["criteria"] if prof else {}
+
+    def origin(name):  # the file that set a criterion's limit (signoff show-profile: every key)
+        spec = crits.get(name, {})
+        return next((shown(spec[k]["from"]) for k in profiles.LIMIT_KEYS
+                     if spec.get(k, {}).get("from")), None)
+    n_checks = sum(len(cols.get(e.scope, [])) if e.scope else 1 for e in picked)
+    lines.append(f"checks: {len(picked)} of the sheet's {len(everything)} criteria, {n_checks} checks"
+                 + (f" (--only: {', '.join(sorted(files))})" if len(picked) < len(everything) else ""))
+    if len(picked) < len(everything) and not config.getoption("partial"):
+        lines.append("  a run of a part of the sheet is INCOMPLETE unless --partial is given")
+    if prof is not None:
+        lines.append(profile_text(prof).split("\n", 1)[0].replace("profile ", "profile: ", 1))
+    for scope in dict.fromkeys(e.scope for e in picked):
+        ids = cols.get(scope, [])
+        if scope == "host":
+            lines.append(f"per host, on each of {hostlist.fold(names)}:")
+        elif scope is None:
+            lines.append("once, over all hosts at once:")
+        else:
+            more = f" and {len(ids) - FOLD} more" if len(ids) > FOLD else ""
+            lines.append(f"per {scope} ({len(ids)}): {', '.join(ids[:FOLD])}{more}:")
+        width = max(len(e.criterion) for e in picked)
+        for e in picked:
+            if e.scope == scope:
+                what = "; ".join(catalog.judged_by(e, prof, origin, sources=False)) if prof else \
+                    ", ".join([*(f"hardware.{k}" for k in e.hardware), *e.thresholds]) or "no threshold"
+                lines.append(f"  {e.criterion:{width}}  {e.family:12} {what}")
+    if prof is not None:
+        est = _estimates(config, prof, {e.criterion for e in picked}, cols,
+                         [p for p, _ in cases.get("pair", [])])
+        if est:
+            lines.append("long measurements (their own time; start-up, retries and the other checks "
+                         "come on top):")
+            lines += [f"  {x}" for x in est]
+    return "\n".join(lines)

@@ -1,0 +1,258 @@
+"""The `signoff` command (signoff/cli.py): run, plan, list, show-profile, clean, calibrate,
+rebuild, from the clone and installed from a wheel outside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from signoff import InputError, catalog, cli, paths, sheet
+from signoff.fleet import KEEPER_S
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCK_WAIT = ("--lock-wait", "300")  # this machine's run lock: wait for a concurrent test's run
+
+
+def signoff(*args, cwd=ROOT, env=None, exe=(sys.executable, "-m", "signoff"), timeout=180):
+    return subprocess.run([*exe, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def main(capsys, *args) -> tuple[int, str, str]:
+    rc = cli.main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_the_clone_is_the_sheet():
+    assert paths.checkout() == ROOT
+    assert paths.acceptance_dir() == ROOT / "acceptance" and paths.thresholds_dir() == ROOT / "thresholds"
+    assert paths.reports_dir() == ROOT / "reports"
+
+
+def test_list_profiles_concrete_only(capsys):
+    rc, out, _ = main(capsys, "list", "profiles")
+    names = [ln.split()[0] for ln in out.splitlines()]
+    shipped = sorted(p.stem for p in (ROOT / "thresholds").glob("*.yaml"))
+    abstract = [n for n in shipped
+                if re.search(r"(?m)^abstract: true", (ROOT / f"thresholds/{n}.yaml").read_text())]
+    assert rc == 0 and abstract and names == [n for n in shipped if n not in abstract]
+    assert re.search(r"(?m)^h200-1x +1x NVIDIA H200 \(single-GPU machine\)  \[1 x NVIDIA H200", out)
+
+
+def test_list_checks_is_the_sheet_with_thresholds(capsys):
+    rc, out, _ = main(capsys, "list", "checks")
+    lines = out.splitlines()
+    assert rc == 0 and [ln.split()[0] for ln in lines] == [c for c, _ in sheet.checks(ROOT / "acceptance",
+                                                                                    ("host", "pair"))]
+    assert re.search(r"(?m)^net_pair_bandwidth +network +per host pair$", out)
+    assert re.search(r"(?m)^storage_read_aggregate +storage +once, all hosts at once$", out)
+    rc, out, _ = main(capsys, "list", "checks", "--profile", "h200-1x")
+    rows = {ln.split()[0]: ln for ln in out.splitlines()}
+    assert "p2p_bandwidth >= 335 GB/s (source: Azure/azurehpc-health-checks" in rows["p2p_bandwidth"]
+    assert rows["gpu_count"].endswith("hardware.gpu_count: 1")
+    assert rows["ecc_enabled"].endswith("no threshold")
+    assert "nic_rate: uncalibrated, ERRORs (a single test machine" in rows["nic_link"]
+    assert main(capsys, "list", "checks", "--profile", "nosuch")[0] == cli.USAGE_ERROR
+
+
+def test_only_names_families_and_files(capsys):
+    acc = ROOT / "acceptance"
+    assert catalog.select("gpu") == [acc / "test_gpu_health.py", acc / "test_health.py"]
+    assert catalog.select("health, storage") == [acc / "test_health.py", acc / "test_storage.py"]
+    with pytest.raises(InputError, match=r"--only gpux: unknown gpux \(families: gpu, interconnect.*"
+                                         r"files: gpu_health, health, interconnect"):
+        catalog.select("gpux")
+    rc, _, err = main(capsys, "run", "--only", "nosuch")
+    assert rc == cli.USAGE_ERROR and "--only nosuch: unknown nosuch" in err
+
+
+def test_show_profile_says_where_each_key_comes_from(tmp_path, capsys):
+    child = tmp_path / "site.yaml"
+    child.write_text("extends: local\ndescription: ours\ncriteria:\n"
+                     "  storage_read_seq: {min: 0.5, unit: GB/s, source: ours}\n")
+    rc, out, _ = main(capsys, "show-profile", str(child))
+    assert rc == 0 and out.startswith("profile site: ours\n")
+    assert f"files: {child} < thresholds/local.yaml < thresholds/nvidia-base.yaml" in out
+    block = re.split(r"\n  (?=\S)", out.split("  storage_read_seq: ", 1)[1])[0]
+    # the limit is the child's; local's size and runtime still apply, said with their file
+    assert block.startswith(f">= 0.5 GB/s  [{child}]")
+    assert re.search(r"size 128M  \[thresholds/local\.yaml\]", block)
+    assert re.search(r"runtime 1  \[thresholds/local\.yaml\]", block)
+    rc, out, _ = main(capsys, "show-profile", "nvidia-base")
+    assert rc == 0 and "(abstract: a class base, not for --profile)" in out.splitlines()[0]
+
+
+def reports(where: Path) -> set[Path]:
+    return set((where / "reports").glob("2*"))
+
+
+def test_plan_lists_hosts_checks_thresholds_and_writes_nothing(tmp_path):
+    before = reports(ROOT)
+    p = signoff("plan", "--hosts", "node[01-04]", "--profile", "h200-8x-nvlink", "--only", "network,soak",
+                "--soak-duration", "2h", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "hosts: 4 from --hosts node[01-04]: node[01-04]  (SSH)" in out
+    assert "checks: 10 of the sheet's" in out and "a run of a part of the sheet is INCOMPLETE" in out
+    assert "per pair (4): node01->node02, node02->node03, node03->node04, node04->node01:" in out
+    assert re.search(r"(?m)^  nic_link +network +nic_rate >= 400 Gb/s "
+                     r"\[thresholds/h200-8x-nvlink\.yaml\]$", out)
+    assert re.search(r"(?m)^  multinode_allreduce +network +hardware\.nvls: True; "
+                     r"multinode_allreduce_busbw", out)
+    assert "soak: 2 h of load on every host at once (--soak-duration)" in out
+    assert "host pairs: 4 pairs in 2 rounds of 5 s: 10 s" in out
+    assert "storage_read" not in out and "train_" not in out
+    assert reports(ROOT) == before and list(tmp_path.iterdir()) == []
+
+
+def test_plan_auto_asks_the_hosts(tmp_path):
+    p = signoff("plan", "--python", sys.executable, *LOCK_WAIT, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "--profile auto picks local on these hosts (asked for their sysinfo)" in p.stdout
+    n = len(sheet.checks(ROOT / "acceptance"))
+    assert f"checks: {n} of the sheet's {n} criteria, {n} checks" in p.stdout
+    p = signoff("plan", "--no-contact", cwd=tmp_path)
+    assert "--profile auto: picked at the start of the run" in p.stdout and "profile: " not in p.stdout
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--profile", "nvidia-base"), "nvidia-base is a class base (abstract: true)"),
+    (("--hosts", " "), "--hosts is empty"),
+    (("--report-dir", "x"), "--report-dir: a plan writes no report"),
+    (("--no-such-flag",), "unrecognized arguments: --no-such-flag"),
+])
+def test_plan_refuses_what_a_run_refuses(tmp_path, args, said):
+    p = signoff("plan", "--no-contact", *args, cwd=tmp_path)
+    assert p.returncode == cli.USAGE_ERROR and said in p.stderr, p.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_passes_options_through_and_rebuild_wraps(tmp_path):
+    rd = tmp_path / "r"
+    p = signoff("run", "--only", "versions", "--partial", "--python", sys.executable, *LOCK_WAIT,
+                "--report-dir", str(rd), "-p", "no:html", "-k", "not torch_cuda_build")
+    doc = json.loads((rd / "results.json").read_text())
+    assert {r["criterion"] for r in doc["results"]} == {
+        "version_parity", "host_unique", "nvidia_driver_version", "cuda_driver_version"}
+    # every check N.A. on this GPU-less machine: INCOMPLETE, pytest's exit code 1 passed through
+    assert doc["verdict"] == "INCOMPLETE" and p.returncode == 1, p.stdout[-2000:]
+    (rd / "results.json").unlink()
+    p = signoff("rebuild", str(rd))
+    assert p.returncode == 0 and json.loads((rd / "results.json").read_text())["results"], p.stderr
+    assert signoff("rebuild", str(tmp_path / "nothing")).returncode == 2  # signoff.results' own code
+
+
+def test_calibrate_wraps_signoff_calibrate(tmp_path):
+    p = signoff("calibrate", str(ROOT / "reports/examples/h200-1x"), "--out", str(tmp_path / "site.yaml"))
+    assert p.returncode == 2 and "not calibrated: the run has 2 FAIL" in p.stderr
+    assert "--margin" in signoff("calibrate", "--help").stdout
+
+
+def keeper(tmp: Path, name: str, pid: int | str) -> Path:
+    d = tmp / f"signoff.{name}"
+    d.mkdir()
+    start = Path(f"/proc/{pid}/stat").read_text().split()[21] if Path(f"/proc/{pid}").exists() else "1"
+    (d / ".keeper").write_text(f"{pid} {start}\n")
+    return d
+
+
+def test_clean_removes_dead_runs_dirs_and_their_probes(tmp_path):
+    live = subprocess.Popen(["sleep", str(KEEPER_S)])
+    probe = subprocess.Popen(["sleep", "300"], start_new_session=True)  # a probe of a dead run
+    try:
+        alive = keeper(tmp_path, "AAAAAAAA", live.pid)
+        dead = keeper(tmp_path, "BBBBBBBB", live.pid)  # its pid now another process's (wrapped)
+        (dead / ".keeper").write_text(f"{live.pid} 1\n")
+        (dead / f".pid.{probe.pid}").touch()
+        old = tmp_path / "signoff.CCCCCCCC"  # an older version's dir without a keeper, 20 min old
+        old.mkdir()
+        os.utime(old, (old.stat().st_atime - 1200, old.stat().st_mtime - 1200))
+        new = tmp_path / "signoff.DDDDDDDD"  # without a keeper yet: just made by a starting run
+        new.mkdir()
+        p = signoff("clean", env={"SIGNOFF_TMPDIR": str(tmp_path)})
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.splitlines() == [f"localhost: removed {dead}", f"localhost: removed {old}"]
+        assert sorted(tmp_path.iterdir()) == [alive, new]
+        assert probe.wait(10) == -9  # its process group killed, as a run's own cleanup does
+        p = signoff("clean", env={"SIGNOFF_TMPDIR": str(tmp_path)})
+        assert p.stdout == "localhost: nothing left by dead runs\n"
+    finally:
+        live.kill()
+        probe.kill()
+
+
+def test_clean_names_a_host_it_cannot_reach(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n  - {name: gone, address: 127.0.0.1, port: 1}\n")
+    p = signoff("clean", "--inventory", str(inv), "--connect-timeout", "5")
+    assert p.returncode == 1 and re.fullmatch(r"gone: unreachable: .*refused.*\n", p.stdout), p.stdout
+
+
+def test_make_accept_calls_the_command():
+    p = subprocess.run(["make", "-n", "accept", "PROFILE=h200-1x", "HOSTS=node[01-02]", "ARGS=--partial -x"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert ".venv/bin/signoff run --profile h200-1x  --hosts node[01-02] --partial -x" in p.stdout, p.stdout
+
+
+def copy_of_the_clone(dst: Path) -> Path:
+    """What `git clone` gives plus this tree's uncommitted changes: no venv, history, reports."""
+    shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "reports", "build", "*.egg-info", "__pycache__", ".ruff_cache", ".whl"))
+    return dst
+
+
+@pytest.mark.install
+def test_installed_outside_the_repository(tmp_path):
+    """`pip install <clone>` into a fresh venv, then the command in a directory of its own: the
+    sheet comes from the package, the report goes to ./reports, and nothing around the venv (a
+    pytest.ini, a conftest.py, a git repository) leaks in. No download: the venv reaches this
+    venv's packages through a .pth file, pip builds without isolation and installs no deps."""
+    src = copy_of_the_clone(tmp_path / "clone")
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")], check=True)
+    py = work / "venv/bin/python"
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    p = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--no-index", str(src)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    # a user's project around the venv: none of it may reach the run
+    (work / "pytest.ini").write_text("[pytest]\naddopts = --no-such-option\n")
+    (work / "conftest.py").write_text("raise SystemExit('the conftest.py of the current directory ran')\n")
+    for git in (["init", "-q"], ["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q",
+                                "--allow-empty", "-m", "theirs"]):
+        subprocess.run(["git", "-C", str(work), *git], check=True)
+    exe = (str(work / "venv/bin/signoff"),)
+    where = subprocess.run([py, "-c", "import signoff.paths as p; print(p.checkout(), p.root())"],
+                           capture_output=True, text=True, cwd=work).stdout.split()
+    assert where == ["None", f"{site}/signoff/_sheet"]
+
+    p = signoff("list", "profiles", exe=exe, cwd=work)
+    assert p.returncode == 0 and re.search(r"(?m)^local +The local machine", p.stdout), p.stderr
+    p = signoff("plan", "--profile", "local", exe=exe, cwd=work)
+    assert p.returncode == 0 and "hosts: 1 from default" in p.stdout, p.stderr
+    assert re.search(r"(?m)^  storage_read_seq +storage +storage_read_seq >= 0\.05 GB/s "
+                     r"\[thresholds/local\.yaml\]$", p.stdout)
+    assert not (work / "reports").exists()
+
+    p = signoff("run", "--profile", "local", "--only", "health", "--partial", *LOCK_WAIT, exe=exe, cwd=work)
+    made = list((work / "reports").glob("2*"))
+    assert p.returncode == 0 and len(made) == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    doc = json.loads((made[0] / "results.json").read_text())
+    assert doc["verdict"] == "PASS" and doc["meta"]["profile"] == "local"
+    health = [e.criterion for e in catalog.checks() if e.file == "health"]
+    assert sorted(r["criterion"] for r in doc["results"]) == sorted(health)
+    assert doc["meta"]["suite_version"] == "0.1.0"  # not `git describe` of the repository around it
+    assert (made[0] / "report.html").exists() and not list(Path(site).rglob("reports"))
