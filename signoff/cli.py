@@ -75,7 +75,7 @@ def configured(argv: list[str]):
 
     from signoff import plugin
     if any(a == "--report-dir" or a.startswith("--report-dir=") for a in argv):
-        raise InputError("--report-dir: a plan writes no report")
+        raise InputError("--report-dir: plan and clean write no report")
     # no ini, conftest.py or cache of the current directory's; os.devnull as the one path: a
     # path that is not the sheet (nothing is collected), so the plugin makes no report for it
     base = ["-c", os.devnull, "--rootdir", str(paths.root()), "--noconftest", "-p", "no:cacheprovider",
@@ -90,7 +90,8 @@ def configured(argv: list[str]):
     except pytest.UsageError as exc:
         raise InputError(str(exc)) from None
     state = config.stash[plugin.STATE]
-    assert state.report_dir is None, "a plan must write no report"
+    if state.report_dir is not None:  # the plugin took it for a run after all: say so, loudly
+        raise RuntimeError(f"signoff plan made a report directory {state.report_dir}: a bug")
     return config, state
 
 
@@ -168,7 +169,9 @@ def _main(argv: list[str]) -> int:
                      epilog=__doc__.split("\n\n", 1)[1])
         sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
         sub.add_parser("run", help="sign off: pytest on the sheet (every pytest flag passes through)")
-        p = sub.add_parser("plan", help="what a run with these options would do; writes no report")
+        more = "It takes every option of signoff run (signoff run --help)"
+        p = sub.add_parser("plan", help="what a run with these options would do; writes no report",
+                           description=more + ": --profile, --hosts, --inventory, ...")
         p.add_argument("--only", help="families or files of the sheet")
         p.add_argument("--no-contact", action="store_true",
                        help="with --profile auto: do not ask the hosts for their sysinfo")
@@ -177,7 +180,9 @@ def _main(argv: list[str]) -> int:
         p.add_argument("--profile", help="with checks: each check's threshold and source in this profile")
         p = sub.add_parser("show-profile", help="a profile's thresholds after extends, with their files")
         p.add_argument("profile", help="a name in thresholds/ or a YAML path")
-        p = sub.add_parser("clean", help="remove the temp dirs of dead runs on the hosts")
+        p = sub.add_parser("clean", help="remove the temp dirs of dead runs on the hosts",
+                           description="The hosts as signoff run takes them. " + more
+                           + ": --accept-new-host-keys, --connect-timeout, ...")
         p.add_argument("--hosts")
         p.add_argument("--inventory")
         sub.add_parser("calibrate", help="a site profile from a run on known-good nodes")

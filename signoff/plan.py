@@ -21,21 +21,6 @@ def shown(path) -> str:
         return str(path)
 
 
-def resolved(prof: profiles.Profile) -> dict:
-    """profiles.resolved(): every key of every criterion with the file that set it. Where the
-    loader does not say (an older one), the values alone, files unknown (None)."""
-    if hasattr(profiles, "resolved"):
-        return profiles.resolved(prof)
-    crits = {n: {k: {"value": v, "from": None} for k, v in
-                 {t.op: t.value, "unit": t.unit, "source": t.source, **t.extra,
-                  **({"provisional": t.provisional} if t.provisional else {})}.items()}
-             for n, t in prof.criteria.items()}
-    crits.update({n: {"uncalibrated": {"value": why, "from": None}} for n, why in prof.uncalibrated.items()})
-    return {"profile": prof.name, "path": prof.path, "extends": [], "abstract": prof.abstract,
-            "description": prof.description, "hardware": dict(prof.hardware), "criteria": crits,
-            "sections": dict(prof.sections), "baseline": dict(prof.baseline)}
-
-
 def _at(where) -> str:
     return f"  [{shown(where)}]" if where else ""
 
@@ -68,7 +53,7 @@ def criterion_lines(prof: profiles.Profile, name: str, entry: dict) -> list[str]
 
 
 def profile_text(prof: profiles.Profile) -> str:
-    r = resolved(prof)
+    r = profiles.resolved(prof)  # every key of every criterion, with the file that set it
     chain = " < ".join(shown(f) for f in reversed(r.get("extends") or [])) or shown(r["path"])
     lines = [f"profile {r['profile']}: {r['description']}"
              + ("  (abstract: a class base, not for --profile)" if r["abstract"] else ""),
@@ -159,7 +144,7 @@ def text(config, state, targets: list[Path], contact: bool = True) -> str:
     elif prof is None:
         lines.append("--profile auto: picked at the start of the run from the hosts' sysinfo "
                      "(no GPU: local); without --no-contact the plan asks them")
-    crits = resolved(prof)["criteria"] if prof else {}
+    crits = profiles.resolved(prof)["criteria"] if prof else {}
 
     def origin(name):  # the file that set a criterion's limit (signoff show-profile: every key)
         spec = crits.get(name, {})

@@ -127,7 +127,7 @@ def test_plan_auto_asks_the_hosts(tmp_path):
 @pytest.mark.parametrize("args, said", [
     (("--profile", "nvidia-base"), "nvidia-base is a class base (abstract: true)"),
     (("--hosts", " "), "--hosts is empty"),
-    (("--report-dir", "x"), "--report-dir: a plan writes no report"),
+    (("--report-dir", "x"), "--report-dir: plan and clean write no report"),
     (("--no-such-flag",), "unrecognized arguments: --no-such-flag"),
 ])
 def test_plan_refuses_what_a_run_refuses(tmp_path, args, said):
@@ -201,6 +201,23 @@ def test_make_accept_calls_the_command():
     p = subprocess.run(["make", "-n", "accept", "PROFILE=h200-1x", "HOSTS=node[01-02]", "ARGS=--partial -x"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert ".venv/bin/signoff run --profile h200-1x  --hosts node[01-02] --partial -x" in p.stdout, p.stdout
+
+
+def test_readme_hardware_table_is_the_shipped_profiles():
+    """README's "Which profile for which hardware": one row per concrete profile, its own words."""
+    from signoff import profiles
+    text = (ROOT / "README.md").read_text().split("### Which profile for which hardware", 1)[1]
+    table = re.search(r"\n(\|.*\n)+", text).group(0).strip().splitlines()[2:]  # the first table's rows
+    rows = [re.split(r"(?<!\\)\|", ln)[1:-1] for ln in table]
+    got = {r[4].strip(" `"): [c.strip() for c in r[:4]] for r in rows}
+    want = {}
+    for name in profiles.available():
+        p = profiles.load(name)
+        if not p.abstract:
+            hw = p.hardware
+            model = f"`{hw['gpu_model']}`".replace("|", "\\|") if hw.get("gpu_model") else "any, or none"
+            want[name] = [p.description, model, str(hw.get("gpu_count") or "any"), hw.get("interconnect")]
+    assert got == want
 
 
 def copy_of_the_clone(dst: Path) -> Path:
