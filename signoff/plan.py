@@ -72,9 +72,10 @@ def profile_text(prof: profiles.Profile) -> str:
     return "\n".join(lines)
 
 
-def auto_pick(config, state) -> profiles.Profile:
-    """What --profile auto picks on these hosts: their sysinfo (the run's first step: lock, temp
-    dir, sysinfo probe, cleanup), then the plugin's own vote."""
+def auto_pick(config, state) -> tuple[profiles.Profile, dict[str, str]]:
+    """What --profile auto picks on these hosts, and why each host that did not answer did not:
+    their sysinfo (the run's first step: lock, temp dir, sysinfo probe, cleanup), then the
+    plugin's own vote."""
     from signoff import plugin, slurm
     from signoff.fleet import Fleet
     job = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
@@ -85,7 +86,8 @@ def auto_pick(config, state) -> profiles.Profile:
     try:
         fleet.start()
         # the `profile` fixture's body: one vote for the run and the plan
-        return plugin.profile.__wrapped__(config, fleet)
+        prof = plugin.profile.__wrapped__(config, fleet)
+        return prof, {n: str(e) for n, e in fleet.all_facts().items() if isinstance(e, Exception)}
     finally:
         fleet.close()
 
@@ -139,8 +141,9 @@ def text(config, state, targets: list[Path], contact: bool = True) -> str:
              "no report written)",
              f"hosts: {len(names)} from {inv.source}: {hostlist.fold(names)}  ({launcher})"]
     if prof is None and contact:
-        prof = auto_pick(config, state)
-        lines.append(f"--profile auto picks {prof.name} on these hosts (asked for their sysinfo)")
+        prof, silent = auto_pick(config, state)
+        lines.append(f"--profile auto picks {prof.name} on these hosts (asked for their sysinfo)"
+                     + (f"; no answer from {plugin.causes(silent)}" if silent else ""))
     elif prof is None:
         lines.append("--profile auto: picked at the start of the run from the hosts' sysinfo "
                      "(no GPU: local); without --no-contact the plan asks them")
