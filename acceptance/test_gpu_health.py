@@ -24,7 +24,7 @@ def test_gpu_count(host, gpus, profile, check):
     if not want:
         not_applicable(f"profile {profile.name} sets no GPU count (found {len(gpus)})")
     check.require([] if len(gpus) == want else [f"{len(gpus)} GPUs visible to NVML"],
-                  len(gpus), f"{want} GPUs", f"profile {profile.name}",
+                  len(gpus), f"{want} GPU{'s' if want != 1 else ''}", f"profile {profile.name}",
                   cause="a GPU fell off the bus or the profile is for another class")
 
 

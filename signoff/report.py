@@ -44,8 +44,10 @@ def suite_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
     try:
         v = version("signoff")
-    except PackageNotFoundError:
-        v = "unknown"
+    except PackageNotFoundError:  # a clone run without `pip install`: its pyproject says
+        m = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M) \
+            if (ROOT / "pyproject.toml").exists() else None
+        v = m.group(1) if m else "unknown"
     try:
         # the clone's own .git only: an installed copy inside someone's repository is not theirs
         git = subprocess.run(["git", "--git-dir", str(ROOT / ".git"), "--work-tree", str(ROOT),
@@ -403,7 +405,7 @@ def host_matrix(records: list[dict]) -> str:
             if r is None:
                 tds.append("<td></td>")
                 continue
-            measured = "" if r.get("measured") is None else f"<br>{escape(str(r['measured']))}"
+            measured = "" if r.get("measured") is None else f"<br>{escape(_fmt(r['measured']))}"
             title = escape(r.get("message") or "", quote=True)
             tds.append(f"<td class='{status_class(r['status'])}' title='{title}'>"
                        f"{r['status']}{measured}</td>")

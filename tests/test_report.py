@@ -371,3 +371,36 @@ def test_what_a_person_reads_has_no_python_repr_none_or_binary_float():
     assert readable([1.0, None, "x"]) == "1, none, x" and readable({}) == "none"
     html = html_table({"parameters": {"bs": 1048576, "method": "O_DIRECT"}, "page cache": None})
     assert "{" not in html and "None" not in html and "bs 1048576, method O_DIRECT" in html
+
+
+def visible_text(path: Path) -> str:
+    """What a person reads in a report: report.md as it is; report.html's text (tags, styles,
+    scripts and images out) with every check row's log and tables from pytest-html's data."""
+    from html import unescape
+    s = path.read_text()
+    if path.suffix != ".html":
+        return s
+    blob = re.search(r'data-jsonblob="([^"]*)"', s)
+    rows = []
+    for runs in json.loads(unescape(blob.group(1)))["tests"].values() if blob else []:
+        for r in runs:
+            rows += [r.get("log", "")] + [e.get("content", "") for e in r.get("extras", [])
+                                          if e.get("format_type") == "html"]
+    s = re.sub(r"<(script|style)\b.*?</\1>|data-jsonblob=\"[^\"]*\"|<img[^>]*>", "", s, flags=re.S)
+    return unescape(re.sub(r"<[^>]+>", " ", s + "\n" + "\n".join(rows)))
+
+
+def test_the_h200_example_report_has_no_repr_none_or_raw_float():
+    """reports/examples/h200-1x, a real 1x H200 run (docs/h200.md): none of Python's reprs,
+    None or a binary float's digits where a person reads (the profile's own threshold
+    literals, e.g. 0.46875 GB/s, are as the profile states them)."""
+    from signoff import profiles
+    literals = {str(v) for t in profiles.load("h200-1x").criteria.values()
+                for v in [t.value, *t.extra.values()] if isinstance(v, float)}
+    for name in ("report.html", "report.md"):
+        text = visible_text(ROOT / "reports" / "examples" / "h200-1x" / name)
+        assert len(text) > 5000
+        for pattern in (r"\bNone\b", r"\{'|\['|\('|': ", r"(?<![\w.:/-])\d+\.\d{5,}(?!\d)"):
+            hits = [m.group(0) for m in re.finditer(pattern, text) if m.group(0) not in literals]
+            assert not hits, (name, pattern, [text[max(0, m.start() - 80):m.end() + 40]
+                                              for m in re.finditer(pattern, text)][:3])

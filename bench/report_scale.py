@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""The report at 1,000 hosts x the whole sign-off sheet (issue 23's bound: report.html <= 10 MB).
+
+1,000 recorded 1x H200 hosts (tests/test_report_scale_recorded.py: each the recorded host of
+reports/examples/h200-1x answered in the controller's process, its own machine identity), the
+first 300 on an older driver branch; `pytest acceptance/ --profile h200-1x` over all of them.
+Prints the wall time, the checks per status, the size of every file the run writes, the cover's
+and the terminal's line counts; writes them as JSON (--out).
+
+    .venv/bin/python bench/report_scale.py --hosts 1000 --bad 300 --out /tmp/report_scale.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from test_report_scale_recorded import accept_recorded, recorded_fleet  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, default=1000)
+    ap.add_argument("--bad", type=int, default=300)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        inv, env = recorded_fleet(tmp, a.hosts, a.bad)
+        rd = tmp / "report"
+        t0 = time.monotonic()
+        p = accept_recorded(inv, env, rd, "acceptance/", timeout=3600)
+        wall = time.monotonic() - t0
+        doc = json.loads((rd / "results.json").read_text())
+        md = (rd / "report.md").read_text()
+        fix = md.split("## To fix", 1)[1].split("\n## ", 1)[0] if "## To fix" in md else ""
+        html = (rd / "report.html").read_text()
+        rows = len(re.findall(r"&#34;testId&#34;|&quot;testId&quot;", html))
+        out = {"hosts": a.hosts, "bad": a.bad, "rc": p.returncode, "verdict": doc["verdict"],
+               "wall_s": round(wall, 1), "checks": len(doc["results"]),
+               "status": dict(Counter(r["status"] for r in doc["results"])),
+               "bytes": {f.name: f.stat().st_size for f in sorted(rd.iterdir()) if f.is_file()},
+               "html_rows": rows, "cover_lines": sum(ln.startswith("- ") for ln in fix.splitlines()),
+               "terminal_lines": len(p.stdout.splitlines())}
+    print(json.dumps(out, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
