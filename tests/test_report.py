@@ -399,7 +399,7 @@ def test_the_h200_example_report_has_no_repr_none_or_raw_float():
                 for v in [t.value, *t.extra.values()] if isinstance(v, float)}
     for name in ("report.html", "report.md"):
         text = visible_text(ROOT / "reports" / "examples" / "h200-1x" / name)
-        assert len(text) > 5000
+        assert len(text) > (5000 if name.endswith(".html") else 500)
         for pattern in (r"\bNone\b", r"\{'|\['|\('|': ", r"(?<![\w.:/-])\d+\.\d{5,}(?!\d)"):
             hits = [m.group(0) for m in re.finditer(pattern, text) if m.group(0) not in literals]
             assert not hits, (name, pattern, [text[max(0, m.start() - 80):m.end() + 40]
