@@ -174,7 +174,8 @@ def _host(entry: dict, defaults: dict, where: str, already: int = 0) -> list[Hos
 def load(path: str | Path) -> Inventory:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        with path.open() as stream:  # a YAML error then names the file, not '<unicode string>'
+            data = yaml.safe_load(stream)
     except FileNotFoundError:
         raise InputError(f"inventory {path}: file not found") from None
     except yaml.YAMLError as exc:

@@ -136,7 +136,8 @@ def _where(path, key):
 
 def _read(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text())
+        with path.open() as stream:  # a YAML error then names the file, not '<unicode string>'
+            data = yaml.safe_load(stream)
     except yaml.YAMLError as exc:
         raise InputError(f"profile {path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):

@@ -176,6 +176,14 @@ def md_text(text: str) -> str:
     return re.sub(r"([\\`*<\[\]|])", r"\\\1", " ".join(str(text).split()))
 
 
+def profile_class_text(meta: dict) -> str:
+    """The profile's hardware class in brackets; under --profile auto with no host to vote,
+    that none was picked (not an empty '()')."""
+    if meta.get("profile_class"):
+        return f"({meta['profile_class']})"
+    return "(none picked: no host's sysinfo to match)" if meta.get("profile") == "auto" else "(no class)"
+
+
 def run_line(meta: dict) -> str:
     took = ""
     if meta.get("started") and meta.get("finished"):
@@ -236,7 +244,7 @@ def cover(verdict: str, doc: dict) -> str:
             + (f"<p class='so-retried'>{escape(retried_text(again))}: see Measured again</p>"
                if (again := retried(records)) else "")
             + f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
-            f"({escape(str(meta.get('profile_class', '')))}); hosts ({len(hosts)}): "
+            f"{escape(profile_class_text(meta))}; hosts ({len(hosts)}): "
             f"{escape(hosts_text(hosts))}<br>{escape(run_line(meta))}"
             + f"<br>Launcher: {escape(launcher(meta, records))}"
             + (f"<br><b>{escape(probe_env_text(meta))}</b>" if meta.get("probe_env") else "")
@@ -540,8 +548,7 @@ def host_notes(doc: dict) -> list[str]:
     """What the user must hear of besides the checks, one line per host and kind: what this
     run could not clean up, what killed runs left, GPUs already in use before measuring."""
     lines = [f"left behind on {h}: {w}" for h, ws in doc.get("left_behind", {}).items() for w in ws]
-    lines += [f"leftover on {h}: {w}: remove it once no run of it is alive"
-              for h, ws in doc.get("leftovers", {}).items() for w in ws]
+    lines += leftover_lines(doc.get("leftovers", {}))
     lines += [f"{w} before the run: its checks ERROR" for ws in doc.get("slurm", {}).values() for w in ws]
     for h, facts in doc.get("hosts", {}).items():
         used = [f"GPU {g['index']}: pid {p['pid']} ({p['name'] or '?'}"
@@ -551,6 +558,25 @@ def host_notes(doc: dict) -> list[str]:
             lines.append(f"GPUs in use on {h} before measuring: {'; '.join(used)}: its GPU "
                          f"measurements are suspect (shared or oversold node)")
     return lines
+
+
+SHOWN_LEFTOVERS = 3  # paths a leftover line names; report.html keeps every one
+
+
+def leftover_lines(leftovers: dict[str, list[str]]) -> list[str]:
+    """One line per set of leftovers, hosts folded (hosts sharing a /tmp see the same dead
+    runs): a handful of paths, else their count; `signoff clean` removes them."""
+    by: dict[tuple, list[str]] = {}
+    for h, ws in leftovers.items():
+        by.setdefault(tuple(ws), []).append(h)
+    out = []
+    for ws, hosts in by.items():
+        where = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} hosts {hosts_text(hosts)}"
+        first = "; ".join(ws[:SHOWN_LEFTOVERS])
+        what = first if len(ws) <= SHOWN_LEFTOVERS else \
+            f"{len(ws)} leftovers of runs that are gone ({first}; every one in report.html)"
+        out.append(f"leftover on {where}: {what}: `signoff clean` removes what no live run holds")
+    return out
 
 
 def notes_section(doc: dict) -> str:
@@ -663,7 +689,7 @@ def markdown(doc: dict) -> str:
     meta = doc["meta"]
     counts = Counter(r["status"] for r in doc["results"])
     out = [f"# GPU cluster sign-off: {doc.get('verdict') or 'INCOMPLETE'}", "",
-           f"Profile **{meta.get('profile')}** ({meta.get('profile_class', '')}); "
+           f"Profile **{meta.get('profile')}** {profile_class_text(meta)}; "
            f"hosts: {hosts_text(meta.get('hosts', []))}  ",
            run_line(meta), "",
            *([f"**{probe_env_text(meta)}**", ""] if meta.get("probe_env") else []),

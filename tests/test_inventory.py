@@ -137,6 +137,17 @@ def test_invalid_yaml(write_inv):
     with pytest.raises(InputError, match="not valid YAML") as exc:
         load(path)
     assert str(path) in str(exc.value)
+    # where in the file: its name and line, not PyYAML's "<unicode string>"
+    assert f'in "{path}", line 2' in str(exc.value) and "<unicode string>" not in str(exc.value)
+
+
+def test_invalid_profile_yaml_names_its_file_and_line(tmp_path):
+    from signoff import profiles
+    path = tmp_path / "p.yaml"
+    path.write_text("extends: local\ncriteria: {gpu_count: [\n")
+    with pytest.raises(InputError, match="not valid YAML") as exc:
+        profiles.load(str(path))
+    assert f'in "{path}", line ' in str(exc.value) and "<unicode string>" not in str(exc.value)
 
 
 @pytest.mark.parametrize("entry, key", [

@@ -277,6 +277,13 @@ def test_a_hosts_leftovers_are_one_line_keeping_every_path():
     html = report.notes_section({"leftovers": {"n1": stale, "n2": stale[:1]}, "left_behind": {}, "hosts": {}})
     assert html.count("<li") == 2 and all(p.split()[3] in html for p in stale)
     assert "leftover on n1 (40): probe temp dir /tmp/signoff.00 of a run that is gone; " in html
+    # the terminal: one line per set of leftovers, hosts that share a /tmp folded, 3 paths named
+    lines = report.host_notes({"leftovers": {"n1": stale, "n2": stale, "n3": stale[:1]}, "hosts": {}})
+    assert lines[0].startswith("leftover on 2 hosts n[1-2]: 40 leftovers of runs that are gone (probe "
+                               "temp dir /tmp/signoff.00 of a run that is gone; ")
+    assert "signoff clean" in lines[0]
+    assert lines[1] == ("leftover on n3: probe temp dir /tmp/signoff.00 of a run that is gone: "
+                        "`signoff clean` removes what no live run holds") and len(lines) == 2
 
 
 def test_figures_measured_again_are_listed_with_every_attempt_widest_spread_first():
@@ -404,3 +411,12 @@ def test_the_h200_example_report_has_no_repr_none_or_raw_float():
             hits = [m.group(0) for m in re.finditer(pattern, text) if m.group(0) not in literals]
             assert not hits, (name, pattern, [text[max(0, m.start() - 80):m.end() + 40]
                                               for m in re.finditer(pattern, text)][:3])
+
+
+def test_a_profile_auto_that_picked_none_says_so_not_empty_brackets():
+    recs = [rec("gpu_count", "n1", "ERROR")]
+    doc = {"meta": {"profile": "auto", "profile_class": "", "hosts": ["n1"]}, "results": recs,
+           "verdict": "ERROR"}
+    md = report.markdown(doc)
+    assert "Profile **auto** (none picked: no host's sysinfo to match)" in md and "()" not in md
+    assert "Profile <b>auto</b> (none picked" in report.cover("ERROR", doc)
