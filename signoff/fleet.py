@@ -519,7 +519,8 @@ class Fleet:
             self._said.add(family)
         errors = sum(isinstance(f.exception(), (HostUnreachable, ProbeError)) for f in done
                      if not f.cancelled())
-        self.progress(f"{family}: {len(done)}/{len(futures)} hosts measured, {errors} errors", final)
+        self.progress(f"{family}: {len(done)}/{len(futures)} hosts measured, {errors} "
+                      f"error{'' if errors == 1 else 's'}", final)
 
     def close(self) -> None:
         """Clean every host at once, CLEANUP_S at most; what stays is noted (left_behind)."""

@@ -92,9 +92,10 @@ def pytest_addoption(parser):
     g.addoption("--ssh-user", default=None, help="SSH user for --hosts hosts")
     g.addoption("--accept-new-host-keys", action="store_true", default=False,
                 help="trust unknown SSH host keys (default: reject hosts not in known_hosts)")
-    g.addoption("--connect-timeout", type=float, default=10, help="SSH connect timeout, s")
+    g.addoption("--connect-timeout", type=float, default=10,
+                help="SSH connect timeout, s (default %(default)s)")
     g.addoption("--probe-timeout", type=float, default=180,
-                help="a probe running longer is killed on its host, s")
+                help="a probe running longer is killed on its host, s (default %(default)s)")
     g.addoption("--max-parallel", type=int, default=MAX_PARALLEL,
                 help=f"hosts measured at once in each measuring phase (default {MAX_PARALLEL})")
     g.addoption("--lock-wait", type=float, default=0,
@@ -755,5 +756,6 @@ class Recorder:
             tr.write_line(f"  and {len(groups) - report.COVER_LINES} more: {self.state.report_dir}/report.md")
         for line in report.host_notes(doc):
             tr.write_line(f"  {line}", yellow=True)
-        tr.write_line(f"report: {self.state.report_dir}/report.html  "
-                      f"results: {self.state.report_dir}/results.json")
+        html = getattr(self.config.option, "htmlpath", None)  # none: pytest-html not loaded
+        tr.write_line((f"report: {html}  " if html else "")
+                      + f"results: {self.state.report_dir}/results.json")

@@ -149,3 +149,17 @@ def test_a_class_base_profile_is_refused_naming_the_profiles_that_extend_it():
     p = run("--profile", "a100-8x-nvlink", "-k", "gpu_count")
     _one_clear_message(p, "--profile a100-8x-nvlink: a100-8x-nvlink is a class base (abstract: true)",
                        "use a100-40gb-8x-nvlink, a100-80gb-8x-nvlink (or --profile auto)")
+
+
+def test_the_terminal_names_the_html_report_where_it_was_written(tmp_path):
+    """--html PATH: the report is there and the terminal says so, not <report-dir>/report.html;
+    the core options' help says their defaults."""
+    page = tmp_path / "elsewhere" / "r.html"
+    p = run("acceptance/test_versions.py", "-k", "version_parity", "--partial", "--report-dir",
+            str(tmp_path / "rd"), f"--html={page}", command=("pytest",))
+    assert page.exists() and f"report: {page}  results: {tmp_path / 'rd'}/results.json" in p.stdout, p.stdout
+    assert not (tmp_path / "rd" / "report.html").exists()
+    helps = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60).stdout
+    for opt, default in (("--connect-timeout", "10"), ("--probe-timeout", "180")):
+        assert re.search(rf"{opt}=\S+\s+[^-]*?\(default\s+{default}\)", helps), opt

@@ -44,7 +44,7 @@ def test_errors_stay_with_their_host_and_nothing_is_measured_twice(fleet):
     assert time.monotonic() - t0 < 4  # one after another: 8 s
     assert got == {**{n: n.upper() for n in NAMES}, "n3": "n3: probe failed"}
     assert set(calls.values()) == {1} and len(calls) == 16
-    assert [x for x in lines if x[1]] == [("fam: 16/16 hosts measured, 1 errors", True)]
+    assert [x for x in lines if x[1]] == [("fam: 16/16 hosts measured, 1 error", True)]
     # a host without a selected check of the family is measured on demand, alone
     assert fleet.measured("fam", "extra", measure, NAMES) == "EXTRA" and calls["extra"] == 1
 

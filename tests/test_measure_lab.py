@@ -99,7 +99,7 @@ def test_hung_host_costs_one_timeout_and_families_never_overlap(fleet):
     assert time.monotonic() - t0 - took < 1
     hang_end = max(end for _, end in fleet.windows["hang"].values())
     assert min(start for start, _ in fleet.windows["after"].values()) >= hang_end
-    assert ("hang: 8/8 hosts measured, 1 errors", True) in lines
+    assert ("hang: 8/8 hosts measured, 1 error", True) in lines
 
 
 @lab
