@@ -59,9 +59,15 @@ def threads(n: int):
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+# A probe's pid file (.pid.<pid>) holds its shell's start time: a pid file whose pid now
+# names another process (pids wrap; a file left by a killed probe, or `signoff clean` on a dead
+# run's dir) is skipped, never killed. A file without a start time (an older version) too.
+SAME_PROCESS = ("t=$(cat \"$f\" 2>/dev/null); [ -n \"$t\" ] && "
+                "[ \"$(cut -d' ' -f22 /proc/$p/stat 2>/dev/null)\" = \"$t\" ] || continue; ")
+PID_FILE = "cut -d' ' -f22 /proc/$$/stat > .pid.$$"  # the probe's shell: pid and start time
 # Kill the process group of every probe this run started on the host (the group leader
 # is the host-side `timeout`), then anything left by pid.
-KILL_PROBES = ("for f in {wd}/.pid.*; do p=${{f##*.}}; [ \"$p\" = '*' ] && continue; "
+KILL_PROBES = ("for f in {wd}/.pid.*; do p=${{f##*.}}; [ \"$p\" = '*' ] && continue; " + SAME_PROCESS +
                "kill -0 $p 2>/dev/null && echo killed $p; "
                "g=$(ps -o pgid= -p $p 2>/dev/null | tr -d ' '); "
                "[ \"$g\" = \"$(ps -o pgid= -p $$ | tr -d ' ')\" ] && g=; "  # never our own group
@@ -311,7 +317,7 @@ class HostSession:
         # The pid is recorded so that cleanup can kill the probe's process group even when
         # the controller is interrupted before the host-side timeout fires.
         # The pid file goes when the probe ends, so a reused pid is never killed.
-        return (f"cd {shlex.quote(wd)} && touch .pid.$$ && env {envs} "
+        return (f"cd {shlex.quote(wd)} && {PID_FILE} && env {envs} "
                 f"{shlex.quote(self.host.python)} {name}.py {' '.join(map(shlex.quote, args))}"
                 f"; rc=$?; rm -f .pid.$$; exit $rc")
 

@@ -173,11 +173,14 @@ def keeper(tmp: Path, name: str, pid: int | str) -> Path:
 def test_clean_removes_dead_runs_dirs_and_their_probes(tmp_path):
     live = subprocess.Popen(["sleep", str(KEEPER_S)])
     probe = subprocess.Popen(["sleep", "300"], start_new_session=True)  # a probe of a dead run
+    innocent = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
         alive = keeper(tmp_path, "AAAAAAAA", live.pid)
         dead = keeper(tmp_path, "BBBBBBBB", live.pid)  # its pid now another process's (wrapped)
         (dead / ".keeper").write_text(f"{live.pid} 1\n")
-        (dead / f".pid.{probe.pid}").touch()
+        (dead / f".pid.{probe.pid}").write_text(Path(f"/proc/{probe.pid}/stat").read_text().split()[21])
+        # a pid file whose pid is now another process (pids wrap): that one is never killed
+        (dead / f".pid.{innocent.pid}").write_text("1\n")
         old = tmp_path / "signoff.CCCCCCCC"  # an older version's dir without a keeper, 20 min old
         old.mkdir()
         os.utime(old, (old.stat().st_atime - 1200, old.stat().st_mtime - 1200))
@@ -188,11 +191,13 @@ def test_clean_removes_dead_runs_dirs_and_their_probes(tmp_path):
         assert p.stdout.splitlines() == [f"localhost: removed {dead}", f"localhost: removed {old}"]
         assert sorted(tmp_path.iterdir()) == [alive, new]
         assert probe.wait(10) == -9  # its process group killed, as a run's own cleanup does
+        assert innocent.poll() is None
         p = signoff("clean", env={"SIGNOFF_TMPDIR": str(tmp_path)})
         assert p.stdout == "localhost: nothing left by dead runs\n"
     finally:
         live.kill()
         probe.kill()
+        innocent.kill()
 
 
 def test_clean_names_a_host_it_cannot_reach(tmp_path):

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from signoff import InputError, retry
-from signoff.fleet import CLEANUP_S, Fleet, ProbeError, bounded, threads
+from signoff.fleet import CLEANUP_S, SAME_PROCESS, Fleet, ProbeError, bounded, threads
 from signoff.hostlist import fold
 from signoff.profiles import Profile, Threshold
 from signoff.storage.judge import (
@@ -63,7 +63,8 @@ class Target:
 # Ask the storage probes still running in this run's temp dir to stop (SIGTERM: they remove
 # what they wrote), and wait a little for them; then remove every entry of this run by name.
 TERM_PROBES = ("me=$(ps -o pgid= -p $$ | tr -d ' '); for f in {wd}/.pid.*; do p=${{f##*.}}; "
-               "[ \"$p\" = '*' ] && continue; g=$(ps -o pgid= -p $p 2>/dev/null | tr -d ' '); "
+               "[ \"$p\" = '*' ] && continue; " + SAME_PROCESS +
+               "g=$(ps -o pgid= -p $p 2>/dev/null | tr -d ' '); "
                "[ -z \"$g\" ] || [ \"$g\" = \"$me\" ] && continue; kill -TERM -$g 2>/dev/null; "
                "i=0; while kill -0 -$g 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); "
                "done; done; true")

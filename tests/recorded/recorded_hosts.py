@@ -105,7 +105,7 @@ class RecordedTransport(Transport):
         return r
 
     def probe(self, command: str) -> str:
-        words = shlex.split(command)  # cd WD && touch .pid.$$ && env K=V ... PYTHON NAME.py ARGS
+        words = shlex.split(command)  # cd WD && <pid file> && env K=V ... PYTHON NAME.py ARGS
         i = words.index("env") + 1
         env = {}
         while "=" in words[i]:
