@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from signoff import InputError
-from signoff.hostlist import check_name, expand
+from signoff.hostlist import check_name, expand, fold
 
 HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags", "env",
              "data_iface"}
@@ -54,6 +54,54 @@ class Inventory:
     hosts: list[Host]
     known_hosts: str | None = None
     source: str = "default"
+    excluded: list[str] = field(default_factory=list)  # --exclude-hosts: left out of the run
+
+
+def select(inv: Inventory, where: str, hosts: str | None = None, tags: str | None = None,
+           exclude: str | None = None) -> Inventory:
+    """The run's hosts out of `inv` (an inventory file, a Slurm allocation, a --hosts list),
+    in its order: those `hosts` names (a hostlist), then those that carry any of `tags`
+    (TAG[,TAG]), then all but `exclude` (a hostlist; blank: none). A name or tag that `inv`
+    lacks is refused naming `where` (what `inv` is): a typo must never quietly shrink a
+    sign-off, nor an exclusion leave nothing to sign off."""
+    chosen, said, excluded = list(inv.hosts), [], []
+    if hosts is not None:
+        named = set(expand(hosts))
+        have = {h.name for h in inv.hosts}
+        if named - have:
+            raise InputError(f"--hosts {hosts}: {fold(named - have)} not in {where} ({fold(have)})")
+        chosen = [h for h in chosen if h.name in named]
+        said.append(f"--hosts {hosts}")
+    if tags is not None:
+        want = {t.strip() for t in tags.split(",") if t.strip()}
+        if not want:
+            raise InputError("--tags is empty (an unset variable?): name the tags or leave it out")
+        known = list(dict.fromkeys(t for h in inv.hosts for t in h.tags))
+        unknown = sorted(want - set(known))
+        if unknown:
+            raise InputError(f"--tags {tags}: no host of {where} has tag {', '.join(unknown)} ("
+                             + (f"its tags: {', '.join(known)})" if known else
+                                "its hosts have no tags: an inventory's hosts have them, tags: [...])"))
+        chosen = [h for h in chosen if want & set(h.tags)]
+        if not chosen:  # only --hosts can leave none: each known tag is some host's
+            raise InputError(f"--hosts {hosts} --tags {tags}: none of those hosts has any of those tags")
+        said.append(f"--tags {tags}")
+    if exclude is not None and exclude.strip():  # blank: nothing to leave out (an empty CI variable)
+        drop = set(expand(exclude))
+        run = [h.name for h in chosen]
+        outside = drop - set(run)
+        if outside:
+            raise InputError(f"--exclude-hosts {exclude}: {fold(outside)} not among this run's hosts "
+                             f"({fold(run)})")
+        excluded = [n for n in run if n in drop]
+        chosen = [h for h in chosen if h.name not in drop]
+        if not chosen:
+            raise InputError(f"--exclude-hosts {exclude} leaves no host to check (this run's hosts: "
+                             f"{fold(run)})")
+        said.append(f"--exclude-hosts {exclude}")
+    if not said:
+        return inv
+    return Inventory(chosen, inv.known_hosts, f"{inv.source}: {' '.join(said)}", excluded)
 
 
 OWN_ENV = "signoff's own (torch {torch}), not a training environment"

@@ -78,8 +78,14 @@ def pytest_addoption(parser):
     g.addoption("--profile", default="auto",
                 help="threshold profile: a name in thresholds/, a YAML path, or 'auto' (default)")
     g.addoption("--hosts", default=None,
-                help="hosts to check, comma list with Slurm ranges: node[01-16],gpu[1,3-5]")
+                help="hosts to check, comma list with Slurm ranges: node[01-16],gpu[1,3-5]; "
+                     "with --inventory (or inside a Slurm allocation), those of its hosts")
     g.addoption("--inventory", default=None, help="inventory YAML (hosts, users, keys, python)")
+    g.addoption("--tags", default=None, metavar="TAG[,TAG]",
+                help="only the inventory's hosts that carry any of these tags (its hosts' tags:)")
+    g.addoption("--exclude-hosts", default=None, metavar="RANGE",
+                help="leave these hosts out (after --hosts and --tags); results.json meta.excluded "
+                     "names them")
     g.addoption("--launcher", choices=("auto", "ssh", "slurm"), default="auto",
                 help="how host commands run: ssh (Fabric), slurm (srun steps inside this Slurm "
                      "allocation, its nodes the hosts; --hosts narrows them), auto (default): slurm "
@@ -154,16 +160,24 @@ def _refuse_xdist(config) -> None:
 def _load_inventory(config) -> inventory.Inventory:
     if config.getoption("hosts") is not None and not config.getoption("hosts").strip():
         raise InputError("--hosts is empty (an unset variable?): name the hosts or leave it out")
-    if config.getoption("hosts") and config.getoption("inventory"):
-        raise InputError("--hosts and --inventory both given: use one")
     if launcher(config) == "slurm":
         return _slurm_inventory(config)
     if config.getoption("inventory"):
-        return inventory.load(config.getoption("inventory"))
+        path = config.getoption("inventory")
+        return _narrowed(config, inventory.load(path), f"inventory {path}")
     if config.getoption("hosts"):
-        return inventory.from_hostlist(config.getoption("hosts"), config.getoption("ssh_user"),
-                                       config.getoption("python") or "python3")
-    return inventory.local_inventory(config.getoption("python"))
+        inv = inventory.from_hostlist(config.getoption("hosts"), config.getoption("ssh_user"),
+                                      config.getoption("python") or "python3")
+        return _narrowed(config, inv, f"--hosts {config.getoption('hosts')}", hosts=False)
+    return _narrowed(config, inventory.local_inventory(config.getoption("python")),
+                     "this machine (neither --hosts nor --inventory given)", hosts=False)
+
+
+def _narrowed(config, inv: inventory.Inventory, where: str, hosts: bool = True) -> inventory.Inventory:
+    """`inv`'s hosts that --hosts names (unless they are --hosts' own), that carry a --tags tag,
+    less --exclude-hosts: one selection for an inventory file and a Slurm allocation alike."""
+    return inventory.select(inv, where, config.getoption("hosts") if hosts else None,
+                            config.getoption("tags"), config.getoption("exclude_hosts"))
 
 
 def launcher(config) -> str:
@@ -175,25 +189,20 @@ def launcher(config) -> str:
 
 
 def _slurm_inventory(config) -> inventory.Inventory:
-    """The allocation's nodes (--hosts narrows them); with --inventory, its hosts' settings
-    (python, data_iface, storage_path), each of them a node of the allocation."""
+    """The allocation's nodes (--hosts, --tags, --exclude-hosts narrow them); with --inventory,
+    its hosts' settings (python, data_iface, storage_path), each of them a node of the allocation."""
     job, nodes = slurm.allocation()
-    if config.getoption("inventory"):
-        inv = inventory.load(config.getoption("inventory"))
-        where = f"--inventory {config.getoption('inventory')}"
+    path = config.getoption("inventory")
+    if path:
+        inv = inventory.load(path)
+        inv.source, where = f"Slurm job {job}, --inventory {path}", f"inventory {path}"
     else:
         inv = inventory.from_hostlist(hostlist.fold(nodes), None, config.getoption("python") or "python3")
-        where = "--hosts"
-    if config.getoption("hosts"):
-        want = hostlist.expand(config.getoption("hosts"))
-        inv.hosts = [h for h in inv.hosts if h.name in want]
-        inv.source = f"Slurm job {job}: --hosts {config.getoption('hosts')}"
-        outside = [n for n in want if n not in nodes]
-    else:
-        outside = [h.name for h in inv.hosts if h.name not in nodes]
-        inv.source = f"Slurm job {job}" + (f", {where}" if config.getoption("inventory") else "")
+        inv.source, where = f"Slurm job {job}", f"Slurm job {job}'s nodes"
+    inv, inside = _narrowed(config, inv, where), set(nodes)
+    outside = [h.name for h in inv.hosts if h.name not in inside]
     if outside:
-        raise InputError(f"{where}: {hostlist.fold(outside)} not in Slurm job {job}'s nodes "
+        raise InputError(f"--inventory {path}: {hostlist.fold(outside)} not in Slurm job {job}'s nodes "
                          f"({hostlist.fold(nodes)})")
     return inv
 
@@ -285,6 +294,12 @@ def _interrupt(state: State):
         os.write(2, f"\nsignoff: stopping already: writing the reports and cleaning up the hosts "
                     f"(at most {2 * CLEANUP_S} s)\n".encode())
     return handler
+
+
+def pytest_sessionstart(session):
+    state = session.config.stash.get(STATE, None)
+    if state and state.results and state.inventory.excluded:  # said, so no one takes them as checked
+        state.results.set_meta(excluded=state.inventory.excluded)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -189,3 +190,77 @@ def test_a_path_as_host_name_is_refused_before_any_file_is_written(tmp_path):
     target.with_suffix(".json").unlink(missing_ok=True)
     assert not written and p.returncode == 4, p.stdout + p.stderr
     assert f"inventory {inv}: hosts[0].name: hostlist '{name}': '/' cannot be" in p.stderr
+
+
+# --hosts, --tags, --exclude-hosts: which of an inventory's hosts a run takes (issue 24, item 3)
+CLUSTER = ("hosts:\n  - {name: 'node[01-04]', tags: [rack1]}\n"
+           "  - {name: 'node[05-06]', tags: [rack2, h200]}\n  - {name: ctl}\n")
+
+
+def names(inv) -> list[str]:
+    return [h.name for h in inv.hosts]
+
+
+def test_hosts_narrow_an_inventory_and_a_name_it_lacks_is_refused_naming_the_file(write_inv, capsys):
+    from signoff import cli
+    from signoff.inventory import select
+    path = write_inv(CLUSTER)
+    inv = select(load(path), f"inventory {path}", hosts="node[02,05],ctl")
+    assert names(inv) == ["node02", "node05", "ctl"] and inv.source == f"{path}: --hosts node[02,05],ctl"
+    assert inv.hosts[1].tags == ("rack2", "h200")  # each host keeps the inventory's settings
+    with pytest.raises(InputError) as exc:
+        select(load(path), f"inventory {path}", hosts="node[05-08]")
+    assert str(exc.value) == f"--hosts node[05-08]: node[07-08] not in inventory {path} (ctl,node[01-06])"
+    # through the plugin, as a run takes its options (it was refused: "both given: use one")
+    rc, out = cli.main(["plan", "--inventory", str(path), "--hosts", "node0[1-2]", "--no-contact"]), \
+        capsys.readouterr().out
+    assert rc == 0 and f"hosts: 2 from {path}: --hosts node0[1-2]: node[01-02]" in out, out
+
+
+def test_tags_select_the_hosts_that_carry_any_and_an_unknown_tag_is_refused(write_inv):
+    from signoff.inventory import select
+    path = write_inv(CLUSTER)
+    assert names(select(load(path), "i", tags="h200")) == ["node05", "node06"]
+    assert names(select(load(path), "i", tags="rack1, h200")) == [f"node0{i}" for i in range(1, 7)]
+    assert names(select(load(path), "i", hosts="node0[3-6]", tags="rack1")) == ["node03", "node04"]
+    with pytest.raises(InputError) as exc:
+        select(load(path), f"inventory {path}", tags="h100,rack1")
+    assert str(exc.value) == (f"--tags h100,rack1: no host of inventory {path} has tag h100 "
+                              f"(its tags: rack1, rack2, h200)")
+    with pytest.raises(InputError, match=r"--hosts ctl --tags rack1: none of those hosts has any of those"):
+        select(load(path), "i", hosts="ctl", tags="rack1")
+    with pytest.raises(InputError, match=r"--tags is empty"):
+        select(load(path), "i", tags=" , ")
+    with pytest.raises(InputError, match=r"no host of --hosts n\[1-2\] has tag gpu \(its hosts have no tags"):
+        select(from_hostlist("n[1-2]"), "--hosts n[1-2]", tags="gpu")
+
+
+def test_exclude_hosts_leaves_them_out_and_refuses_outsiders_and_an_empty_run(write_inv):
+    from signoff.inventory import select
+    path = write_inv(CLUSTER)
+    inv = select(load(path), "i", tags="rack1", exclude="node0[2-3]")
+    assert names(inv) == ["node01", "node04"] and inv.excluded == ["node02", "node03"]
+    assert inv.source == f"{path}: --tags rack1 --exclude-hosts node0[2-3]"
+    assert select(load(path), "i", exclude=" ").excluded == []  # an empty CI variable: nothing left out
+    with pytest.raises(InputError) as exc:  # node05 is the inventory's, not this run's (--tags)
+        select(load(path), "i", tags="rack1", exclude="node0[4-5],gpu9")
+    assert str(exc.value) == ("--exclude-hosts node0[4-5],gpu9: gpu9,node05 not among this run's hosts "
+                              "(node[01-04])")
+    with pytest.raises(InputError) as exc:
+        select(from_hostlist("n[1-2]"), "--hosts n[1-2]", exclude="n[1-2]")
+    assert str(exc.value) == "--exclude-hosts n[1-2] leaves no host to check (this run's hosts: n[1-2])"
+
+
+def test_the_excluded_hosts_are_named_in_results_json(write_inv, tmp_path):
+    """A run's record says which hosts were left out on purpose (meta.excluded), and the
+    inventory it names says how they were chosen."""
+    path, rd = write_inv(CLUSTER), tmp_path / "report"
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--collect-only", "-q", "-p",
+                        "no:cacheprovider", "--report-dir", str(rd), "--inventory", str(path),
+                        "--exclude-hosts", "node0[1-4]"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert "test_gpu_count[node05]" in p.stdout and "[node01]" not in p.stdout, p.stdout + p.stderr
+    meta = json.loads((rd / "results.json").read_text())["meta"]
+    assert meta["excluded"] == ["node01", "node02", "node03", "node04"]
+    assert meta["hosts"] == ["node05", "node06", "ctl"]
+    assert meta["inventory"] == f"{path}: --exclude-hosts node0[1-4]"

@@ -45,6 +45,17 @@ def chromium(*args: str, profile_dir) -> subprocess.CompletedProcess:
          *args], capture_output=True, text=True, timeout=180)
 
 
+def probed(report, tmp_path) -> dict:
+    """What PROBE read of `report` once Chromium loaded it (a copy with PROBE in it)."""
+    from html import unescape
+    page = tmp_path / "probed.html"
+    page.write_text(report.read_text().replace("</body>", PROBE + "</body>"))
+    p = chromium("--virtual-time-budget=10000", "--dump-dom", page.as_uri(), profile_dir=tmp_path / "u1")
+    m = re.search(r'<pre id="so-probe">(.*?)</pre>', p.stdout, re.S)
+    assert m, p.stderr[-2000:]
+    return json.loads(unescape(m.group(1)))
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A 2-host lab run: the all-reduce (plots), NCCL transport (N.A. on gloo), the host pairs
@@ -73,13 +84,7 @@ def run(tmp_path_factory):
 
 def test_first_viewport_has_the_verdict_and_the_failures_and_plots_are_loaded(run, tmp_path):
     rd, res = run
-    page = tmp_path / "report.html"
-    page.write_text((rd / "report.html").read_text().replace("</body>", PROBE + "</body>"))
-    p = chromium("--virtual-time-budget=10000", "--dump-dom", page.as_uri(), profile_dir=tmp_path / "u1")
-    m = re.search(r'<pre id="so-probe">(.*?)</pre>', p.stdout, re.S)
-    assert m, p.stderr[-2000:]
-    from html import unescape
-    got = json.loads(unescape(m.group(1)))
+    got = probed(rd / "report.html", tmp_path)
     assert got["verdict"] == [["FAIL", True]]
     fails = [t for t, seen in got["problems"] if "net_pair_bandwidth" in t]
     assert fails and all(seen for _, seen in got["problems"]), got["problems"]

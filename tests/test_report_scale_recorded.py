@@ -22,7 +22,7 @@ from html import unescape
 import pytest
 from test_classes_recorded import kernel_log, measurements, recorded, sysinfo
 from test_cli import ROOT
-from test_report_browser import CHROMIUM, PROBE, VIEW, chromium
+from test_report_browser import CHROMIUM, VIEW, chromium, probed
 
 N, BAD = 1000, 300
 DRIVER = "570.124.06"  # the fault: an older branch's driver, below that branch's minimum
@@ -100,12 +100,7 @@ def test_the_report_at_1000_recorded_hosts_is_bounded(run):
 @pytest.mark.skipif(not CHROMIUM, reason="chromium missing: make system installs it")
 def test_the_first_screen_at_1000_recorded_hosts_shows_verdict_and_grouped_lines(run, tmp_path):
     _, rd, _ = run
-    page = tmp_path / "report.html"
-    page.write_text((rd / "report.html").read_text().replace("</body>", PROBE + "</body>"))
-    p = chromium("--virtual-time-budget=10000", "--dump-dom", page.as_uri(), profile_dir=tmp_path / "u1")
-    m = re.search(r'<pre id="so-probe">(.*?)</pre>', p.stdout, re.S)
-    assert m, p.stderr[-2000:]
-    got = json.loads(unescape(m.group(1)))
+    got = probed(rd / "report.html", tmp_path)
     assert got["verdict"] == [["FAIL", True]]
     assert len(got["problems"]) == 3 and all(seen for _, seen in got["problems"]), got["problems"]
     assert all(f"on {BAD} hosts node[0001-0300]" in t for t, _ in got["problems"]), got["problems"]
