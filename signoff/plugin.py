@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -64,6 +65,7 @@ class State:
     stopping: bool = False  # the checks are over (or interrupted): only cleanup is left
     base: dict | None = None  # --baseline's results.json
     tolerance: float | None = None  # --baseline-tolerance; else the profile's baseline:
+    fleet: Fleet | None = None  # once the first check has started it (the fleet fixture)
 
 
 STATE = pytest.StashKey[State]()
@@ -464,7 +466,7 @@ def _on_note(state: State):
 
 
 @pytest.fixture(scope="session")
-def fleet(pytestconfig):
+def fleet(request, pytestconfig):
     state = pytestconfig.stash[STATE]
     job = state.slurm = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
     f = Fleet(state.inventory, pytestconfig.getoption("accept_new_host_keys"),
@@ -477,11 +479,87 @@ def fleet(pytestconfig):
         if name.name in job.dead:  # DOWN/DRAIN before the run: named in the report
             f.note("slurm", name.name, job.dead[name.name])
     f.start()
-    yield f
-    state.stopping = True
-    f.close()  # removes every per-run temp dir, also after failures and Ctrl-C; notes what not
-    if job and state.results:
-        state.results.set_meta(launcher=job.meta())
+    state.fleet = f
+    try:  # the hosts are cleaned also when the run stops here (no host answered, Ctrl-C)
+        _stop_if_none_answered(request.session, state, f)
+        yield f
+    finally:
+        state.stopping = True
+        f.close()  # removes every per-run temp dir, also after failures and Ctrl-C; notes what not
+        if job and state.results:
+            state.results.set_meta(launcher=job.meta())
+
+
+def _stop_if_none_answered(session, state: State, fleet: Fleet) -> None:
+    """When no host answered at fleet start (DNS, refused, auth, timeout, its run lock, its
+    sysinfo), nothing can be measured: the run ends here, with a line per cause, instead of
+    every check taking its turn to say so (50 unresolvable hosts were 9,066 lines). Every
+    selected check is recorded ERROR with its own host's cause (Recorder.stopped), and pytest
+    stops (pytest.exit: sessionfinish still writes results.json, report.md and junit.xml)."""
+    facts = fleet.all_facts()  # every host's sysinfo: what --profile auto and every phase wait for
+    if not facts or any(isinstance(v, dict) for v in facts.values()):
+        return
+    why = {n: str(e) for n, e in facts.items()}
+    addresses = {h.name: h.address for h in state.inventory.hosts}
+    lines = cause_lines(why, addresses)
+    recorder = session.config.pluginmanager.get_plugin("signoff-recorder")
+    if recorder is not None:
+        said = {}
+        for item in session.items:
+            spec = getattr(item, "callspec", None)
+            params = spec.params if spec else {}
+            mine = [params["host"]] if "host" in params else list(params.get("pair") or ())
+            if len(mine) == 1 and mine[0] in why:
+                said[item.nodeid] = why[mine[0]]
+            else:  # a pair's two hosts, or every host for a cluster-wide check
+                sub = {n: why[n] for n in mine if n in why}
+                said[item.nodeid] = "no host answered: " + "; ".join(
+                    cause_lines(sub, addresses) if sub else lines)
+        recorder.stopped(said)
+    say = Terminal(session.config).say
+    say(f"signoff: none of the {len(why)} hosts answered; the run stops, each check ERROR with its "
+        f"host's cause:")
+    for line in lines[:report.COVER_LINES]:
+        say(f"  {line}")
+    if len(lines) > report.COVER_LINES:
+        say(f"  and {len(lines) - report.COVER_LINES} more causes: results.json")
+    pytest.exit(f"no host answered: {len(why)} hosts, {len(lines)} "
+                f"cause{'s' if len(lines) > 1 else ''}", returncode=pytest.ExitCode.TESTS_FAILED)
+
+
+def cause_lines(why: dict[str, str], addresses: dict[str, str | None]) -> list[str]:
+    """One line per cause, its hosts folded, the widest first: 'unreachable: DNS: cannot
+    resolve nosuch[001-050] (Name or service not known)', 'lab[2-3]: unreachable: connection
+    refused by 10.0.0.[2-3]:22 (...)'. A host's own name and address in its cause are what
+    varies between hosts: taken out to group them, folded back in to say them; the hosts are
+    named in front where the cause does not name them."""
+    by: dict[str, list[str]] = {}
+    for name, text in why.items():
+        text = text.removeprefix(f"{name}: ")
+        addr = addresses.get(name)
+        if addr and addr not in (name, inventory.LOCAL):
+            text = _stand_in(text, addr, "\x00addr")
+        by.setdefault(_stand_in(text, name, "\x00name"), []).append(name)
+    out = []
+    for text, names in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        line = text.replace("\x00name", hostlist.fold(names))
+        if "\x00addr" in text:
+            line = line.replace("\x00addr", _fold_any(addresses[n] for n in names))
+        out.append(line if "\x00name" in text else f"{hostlist.fold(names)}: {line}")
+    return out
+
+
+def _stand_in(text: str, word: str, stand_in: str) -> str:
+    """`word` (a host name or address, whole: not node1 in node10) replaced by `stand_in`."""
+    return re.sub(rf"(?<![\w.-]){re.escape(word)}(?![\w.-])", stand_in, text)
+
+
+def _fold_any(names) -> str:
+    names = list(dict.fromkeys(names))
+    try:
+        return hostlist.fold(names)
+    except Exception:  # noqa: BLE001 - an address NodeSet cannot fold (IPv6): listed as it is
+        return ",".join(names)
 
 
 @pytest.fixture(scope="session")
@@ -564,6 +642,34 @@ def _status(rep, call) -> tuple[str, str]:
     return "ERROR", str(exc.value) if exc.errisinstance(OUR_ERRORS) else exc.exconly()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """A check of a host that did not answer at fleet start ERRORs with that host's own cause
+    (DNS, refused, auth, its lock), whatever fixture failed first: pytest sets the session's
+    fixtures up before the check's `host`, so a profile that --profile auto could not pick
+    from the hosts that answered would otherwise speak for an unreachable host."""
+    try:
+        return (yield)
+    except pytest.exit.Exception:  # an Exception too: the run stopping (no host answered)
+        raise
+    except Exception as exc:
+        own = _own_cause(item)
+        if own is None or own is exc:
+            raise
+        raise own from None
+
+
+def _own_cause(item) -> Exception | None:
+    """What the fleet's start raised for this check's host (None: it answered, or no host)."""
+    state = item.config.stash.get(STATE, None)
+    spec = getattr(item, "callspec", None)
+    name = spec.params.get("host") if spec else None
+    if state is None or state.fleet is None or name not in state.fleet.sessions:
+        return None
+    got = state.fleet.all_facts().get(name)
+    return got if isinstance(got, Exception) else None
+
+
 PHASES = pytest.StashKey[tuple]()
 
 
@@ -632,6 +738,15 @@ class Recorder:
     def pytest_collection_finish(self, session):
         self.selected = [i.nodeid for i in session.items]
         self.state.results.select(self.selected)  # a rebuild after SIGKILL marks the rest NOT RUN
+
+    def stopped(self, messages: dict[str, str]) -> None:
+        """Checks that will not run because the run stops before them (no host answered):
+        each recorded ERROR with why, its host's own cause, never NOT RUN without one."""
+        for nid, message in messages.items():
+            criterion, host = split_nodeid(nid)
+            self.state.results.add({"test": nid, "criterion": criterion, "host": host, "status": "ERROR",
+                                    "launcher": self.launcher(host), "message": message,
+                                    "duration_s": 0.0})
 
     def partial(self, records: list[dict]) -> str | None:
         """Why this run is not the whole sign-off sheet, if it is not: every check of

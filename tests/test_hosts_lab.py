@@ -103,15 +103,18 @@ def test_a_refused_key_from_ssh_config_is_named(lab, tmp_path, monkeypatch):
 def test_dead_hosts_are_contacted_once_and_say_why(lab, tmp_path):
     with SilentListener() as silent:
         inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, extra_hosts=[
-            {"name": "silent", "address": silent.address, "port": silent.port}])
+            {"name": "silent", "address": silent.address, "port": silent.port}, {"name": "gone.invalid"}])
         # four families (host, pair and cluster-wide checks), not the whole sheet: the measuring
-        # families on lab1 alone prove nothing more about a dead host's checks
+        # families on lab1 alone prove nothing more about a dead host's checks. --profile auto:
+        # picked from lab1, the host that answered; the dead hosts' checks say their own causes
         rc, res, out = accept(tmp_path, "acceptance/test_versions.py", "acceptance/test_gpu_health.py",
                               "acceptance/test_network.py", "acceptance/test_storage.py",
-                              "--inventory", str(inv), "--profile", "local",
+                              "--inventory", str(inv), "--profile", "auto", "--exclude-hosts", "gone.invalid",
                               "--connect-timeout", str(TIMEOUT), timeout=600)
         assert silent.accepted == 1, out  # every later check knew it dead without asking again
+    assert res["meta"]["profile"] == "local" and res["meta"]["excluded"] == ["gone.invalid"], res["meta"]
     r = by_key(res)
+    assert not [k for k in r if "gone.invalid" in k[1]] and "gone.invalid" not in res["hosts"]
     for name, why in (("silent", f"no SSH banner from {silent.address}:{silent.port} within {TIMEOUT} s"),
                       ("lab2", f"timed out: no answer within {TIMEOUT} s")):
         mine = [v for (_, h), v in r.items() if h == name]
