@@ -114,6 +114,8 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
             **({"tolerances": tol["criteria"]} if tol["criteria"] else {}),
             **({"tolerance_from": tol["from"]} if "from" in tol else {}),
             "compared": sum((r["criterion"], r["host"]) in before for r in doc["results"]),
-            "regressions": sorted(regressions, key=lambda x: x.get("change_pct", -1000)),
+            # worst first: a pass turned FAIL/ERROR, then the largest move (a temperature's +42 %
+            # is worse than a bandwidth's -6 %), so a cut list keeps what matters
+            "regressions": sorted(regressions, key=lambda x: -abs(x.get("change_pct", 1000))),
             "unlike_units": unlike, "warnings": warnings(doc, base),
             "appeared": sorted(now - then), "vanished": sorted(then - now)}

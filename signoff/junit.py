@@ -50,14 +50,18 @@ def write(path: Path, doc: dict) -> None:
     records, meta = doc["results"], doc["meta"]
     counts = Counter(r["status"] for r in records)
     verdict = doc.get("verdict") or "INCOMPLETE"
+    base = meta.get("baseline")
+    regressed = len((base or {}).get("regressions") or [])
+    failed_on = bool(meta.get("fail_on_regression") and regressed)  # the run exits 1 for them
     root = ET.Element("testsuites")
-    suite = ET.SubElement(root, "testsuite", name="signoff", tests=str(len(records) + 1),
-                          failures=str(counts["FAIL"] + (verdict != "PASS")),
+    suite = ET.SubElement(root, "testsuite", name="signoff", tests=str(len(records) + 1 + bool(base)),
+                          failures=str(counts["FAIL"] + (verdict != "PASS") + failed_on),
                           errors=str(counts["ERROR"] + counts["NOT RUN"]), skipped=str(counts["N.A."]),
                           timestamp=str(meta.get("started", "")),
                           time=f"{sum(r.get('duration_s', 0) for r in records):.3f}")
     _props(suite, {"verdict": verdict, "profile": meta.get("profile"),
-                   "profile_class": meta.get("profile_class"), "partial": meta.get("partial")})
+                   "profile_class": meta.get("profile_class"), "partial": meta.get("partial"),
+                   "exit_code": meta.get("exit_code"), "exit_reason": meta.get("exit_reason")})
     for r in records:
         module, _, name = r["test"].partition("::")
         _case(suite, module.removesuffix(".py").replace("/", "."), name, r["status"],
@@ -68,6 +72,11 @@ def write(path: Path, doc: dict) -> None:
     why = meta.get("partial") or ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     _case(suite, "signoff", "verdict", "PASS" if verdict == "PASS" else "FAIL",
           f"sign-off verdict {verdict}: {why}", 0.0, {"verdict": verdict})
+    if base:  # the regressions a CI page lists; a failure where they fail the run
+        text = (f"{regressed} regression{'s' * (regressed != 1)} against {base.get('name')}"
+                + (" (--fail-on-regression: the run fails)" if failed_on else ""))
+        _case(suite, "signoff", "baseline", "FAIL" if failed_on else "PASS", text, 0.0,
+              {"regressions": regressed, "warnings": "; ".join(base.get("warnings") or [])})
     ET.indent(root)
     tmp = Path(f"{path}.tmp{os.getpid()}")
     ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)

@@ -37,7 +37,7 @@ from signoff.check import NA_PREFIX, Check
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, lacks, new_run_id
 from signoff.report import FOLDED
 from signoff.report import status_class as report_status_class
-from signoff.results import ALL, Results, not_reported, split_nodeid, worse
+from signoff.results import ALL, STATUSES, Results, not_reported, split_nodeid, worse
 from signoff.transport import HostUnreachable
 
 # Each family's options, fixtures and hooks (signoff/<family>/plugin.py).
@@ -118,6 +118,9 @@ def pytest_addoption(parser):
     g.addoption("--baseline-tolerance", default=None,
                 help="a figure moved the wrong way by more than this regressed, for every criterion "
                      f"(default: the profile's baseline: tolerances, else {100 * baseline.TOLERANCE:g}%%)")
+    g.addoption("--fail-on-regression", action="store_true", default=False,
+                help="with --baseline: a PASS with regressions exits 1, as a FAIL does (README: "
+                     "Exit codes)")
     g.addoption("--report-dir", default=None,
                 help="where report.html, results.json and junit.xml go "
                      "(default reports/<UTC timestamp>/)")
@@ -697,6 +700,7 @@ def pytest_runtest_makereport(item, call):
         item.stash[PHASES] = (status, message)
     if rep.when == "teardown":
         rep.user_properties.append(("signoff_status", list(item.stash[PHASES])))
+        rep.signoff_status = item.stash[PHASES][0]  # pytest's letter, word and count (Recorder)
 
 
 class Recorder:
@@ -709,6 +713,8 @@ class Recorder:
         self.deselected = 0
         self.final: dict[str, str] = {}  # nodeid -> status, for the HTML rows
         self.local = {h.name: h.local for h in state.inventory.hosts}
+        self.outcomes: dict[str, list] = {}  # pytest's own categories of the reports: see _lend
+        self.summing = False  # pytest's closing sections are being written (pytest_report_teststatus)
 
     def launcher(self, host: str) -> str:
         """What ran this check's host commands (the report's methodology says it per check)."""
@@ -731,6 +737,23 @@ class Recorder:
         rep.outcome, rep.longrepr = "failed", str(call.excinfo.value)
         rep.duration, rep.start, rep.stop = call.duration, call.start, call.stop
         return rep
+
+    # pytest's progress letter, -v word and closing count of a check, in signoff's statuses
+    LETTERS = {"PASS": (".", "green"), "FAIL": ("F", "red"), "ERROR": ("E", "red"),
+               "N.A.": ("-", "yellow"), "NOT RUN": ("n", "yellow")}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report, config):
+        """A check is counted once, on its teardown report, with its status (the worst phase's):
+        pytest counts phases by its own outcomes, so an ERROR read "failed" (or "error" plus
+        "passed"), N.A. and NOT RUN "skipped". Its -r lines (self.summing) name the status too."""
+        if not isinstance(report, pytest.TestReport):
+            return None
+        status = self.final.get(report.nodeid) if self.summing else getattr(report, "signoff_status", None)
+        if status is None:
+            return "", "", ""  # setup and call: the teardown report speaks for the check
+        letter, colour = self.LETTERS[status]
+        return status, letter, (status, {colour: True})
 
     def pytest_deselected(self, items):
         self.deselected += len(items)
@@ -764,6 +787,10 @@ class Recorder:
 
     def pytest_runtest_logreport(self, report):
         st, nid = self.state, report.nodeid
+        kind = (("error" if report.failed else "skipped" if report.skipped else "")
+                if report.when in ("setup", "teardown") else report.outcome)  # as _pytest.runner's
+        if kind:
+            self.outcomes.setdefault(kind, []).append(report)
         st.duration[nid] = st.duration.get(nid, 0.0) + (report.duration or 0.0)
         for key, val in report.user_properties:
             if key == "signoff_status":
@@ -796,14 +823,18 @@ class Recorder:
             name = f"run {(st.base.get('meta') or {}).get('run')} ({where})"
             tol = baseline.tolerances(st.tolerance, st.profile)
             st.results.set_meta(baseline=baseline.compare(st.results.doc, st.base, tol, name))
-        verdict = st.results.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED
-                                    or st.interrupts > 0,
-                                    partial=self.partial(st.results.doc["results"]),
-                                    allow_partial=self.config.getoption("partial"))
+        # a crash (pytest's internal error) is no more a sign-off than a Ctrl-C
+        cut = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        st.results.finish(interrupted=cut or st.interrupts > 0,
+                          partial=self.partial(st.results.doc["results"]),
+                          allow_partial=self.config.getoption("partial"),
+                          fail_on_regression=self.config.getoption("fail_on_regression"),
+                          usage_error=exitstatus == pytest.ExitCode.USAGE_ERROR)  # e.g. a bad -k
         junit.write(st.report_dir / "junit.xml", st.results.doc)
         (st.report_dir / "report.md").write_text(report.markdown(st.results.doc))
-        if verdict != "PASS" and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # skipped checks are not a pass
+        # the exit code is the verdict's (README: Exit codes), the one results.json and junit.xml
+        # state: pytest's own says 1 for an ERROR, 0 for a run of N.A. checks, 2 for a Ctrl-C
+        session.exitstatus = st.results.doc["meta"]["exit_code"]
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config):
@@ -863,18 +894,46 @@ class Recorder:
     def pytest_html_report_title(self, report):
         report.title = "GPU cluster sign-off"
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
-        doc, tr = self.state.results.doc, terminalreporter
+        with self._lend(terminalreporter):
+            res = yield  # pytest's --tb sections and -r lines, other plugins' summaries
+        self.section(terminalreporter)  # last: right above pytest's closing counts
+        return res
+
+    @contextlib.contextmanager
+    def _lend(self, tr):
+        """pytest's --tb sections and -r lines read its own categories (failed, error, skipped,
+        passed), left empty by pytest_report_teststatus: lent to them while they are written, so
+        --tb and -r given on the command line still work; the closing counts are signoff's."""
+        saved = {k: tr.stats.get(k) for k in self.outcomes}
+        for k, reps in self.outcomes.items():
+            tr.stats[k] = [*(saved[k] or []), *reps]
+        self.summing = True
+        try:
+            yield
+        finally:
+            self.summing = False
+            for k, was in saved.items():
+                if was is None:
+                    tr.stats.pop(k, None)
+                else:
+                    tr.stats[k] = was
+            for s in STATUSES:  # the closing counts in this order, not in the order first seen
+                if s in tr.stats:
+                    tr.stats[s] = tr.stats.pop(s)
+
+    def section(self, tr) -> None:
+        doc = self.state.results.doc
+        meta = doc["meta"]
         tr.section("signoff")
         counts = Counter(r["status"] for r in doc["results"])
         tr.write_line(f"verdict: {doc['verdict']}  (profile {doc['meta'].get('profile')}; "
                       + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
         if doc["meta"].get("probe_env"):
             tr.write_line(f"  {report.probe_env_text(doc['meta'])}", yellow=True)
-        if doc["meta"].get("partial"):
-            tr.write_line(f"  partial run: {doc['meta']['partial']}"
-                          + ("" if self.config.getoption("partial") else
-                             " (not a sign-off; pass --partial to accept a subset)"))
+        if meta.get("partial"):
+            tr.write_line(f"  {report.partial_text(meta)}", yellow=True)
         # one line per status, checks and cause, hosts folded: as the cover (a fault on 300
         # hosts is one line, not 300); the rest in report.md
         groups = report.problem_groups(doc["results"])
@@ -884,8 +943,33 @@ class Recorder:
                           + (f"; likely cause: {cause}" if cause else ""))
         if len(groups) > report.COVER_LINES:
             tr.write_line(f"  and {len(groups) - report.COVER_LINES} more: {self.state.report_dir}/report.md")
+        self.regressions(tr, doc)
         for line in report.host_notes(doc):
             tr.write_line(f"  {line}", yellow=True)
+        tr.write_line(f"exit code {meta.get('exit_code')}: {meta.get('exit_reason')}",
+                      **({"green": True} if meta.get("exit_code") == 0 else {"red": True}))
         html = getattr(self.config.option, "htmlpath", None)  # none: pytest-html not loaded
         tr.write_line((f"report: {html}  " if html else "")
                       + f"results: {self.state.report_dir}/results.json")
+
+    def regressions(self, tr, doc: dict) -> None:
+        """--baseline in the terminal: the regressions, worst first (the rest in report.md), the
+        baseline's warnings (another class, profile, suite version, an incomplete run), the hosts
+        that came or went, and whether they fail the run (--fail-on-regression)."""
+        base = doc["meta"].get("baseline")
+        if not base:
+            return
+        regs = base.get("regressions") or []
+        tr.write_line(f"compared with {base.get('name')} ({report.tolerance_text(base)}): "
+                      + (f"{len(regs)} regression{'s' * (len(regs) != 1)}" if regs else "no regression"))
+        for x in regs[:report.COVER_LINES]:
+            tr.write_line(f"  REGRESSED {x['criterion']} on {x['host']}: {report.regression_text(x)}")
+        if len(regs) > report.COVER_LINES:
+            tr.write_line(f"  and {len(regs) - report.COVER_LINES} more: {self.state.report_dir}/report.md")
+        for line in report.baseline_notes(base):
+            tr.write_line(f"  {line}", yellow=True)
+        for kind in ("appeared", "vanished"):
+            if base.get(kind):
+                tr.write_line(f"  hosts {kind} since the baseline: {report.hosts_text(base[kind])}")
+        if report.failed_on_regression(doc):
+            tr.write_line(f"  {report.failed_on_regression(doc)}", red=True)

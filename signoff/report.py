@@ -240,6 +240,8 @@ def cover(verdict: str, doc: dict) -> str:
             + (f"<h3>Compared with {escape(base.get('name', 'the baseline'))} "
                f"({escape(tolerance_text(base))})</h3><ul>"
                f"{''.join(regressions + moved) or '<li>no regression</li>'}</ul>" if base else "")
+            + (f"<p class='so-regression'><b>{escape(failed_on_regression(doc))}</b></p>"
+               if failed_on_regression(doc) else "")
             + f"<p class='so-counts'>{len(records)} checks: {parts}</p>"
             + (f"<p class='so-retried'>{escape(retried_text(again))}: see Measured again</p>"
                if (again := retried(records)) else "")
@@ -248,10 +250,27 @@ def cover(verdict: str, doc: dict) -> str:
             f"{escape(hosts_text(hosts))}<br>{escape(run_line(meta))}"
             + f"<br>Launcher: {escape(launcher(meta, records))}"
             + (f"<br><b>{escape(probe_env_text(meta))}</b>" if meta.get("probe_env") else "")
-            + (f"<br><b>Partial run</b>: {escape(meta['partial'])}" if meta.get("partial") else "")
+            + (f"<br><b>{escape(partial_text(meta))}</b>" if meta.get("partial") else "")
             + "</p><p>PASS needs every applicable check to run and pass; ERROR means the check "
             "could not measure (it is not a pass); N.A. means the profile does not apply it to "
             "that host; NOT RUN means it was not measured (see the Methodology).</p></div>")
+
+
+def partial_text(meta: dict) -> str:
+    """The partial note every output carries (a --partial PASS is no sign-off of the sheet)."""
+    how = ("accepted by --partial: the verdict judges these checks, not the whole sign-off sheet"
+           if meta.get("partial_accepted") else "not a sign-off; pass --partial to accept a subset")
+    return f"Partial run ({how}): {meta.get('partial')}"
+
+
+def failed_on_regression(doc: dict) -> str:
+    """Why a PASS exits 1 (--fail-on-regression), or '' where it does not."""
+    meta = doc["meta"]
+    n = len((meta.get("baseline") or {}).get("regressions") or [])
+    if not (meta.get("fail_on_regression") and n and doc.get("verdict") == "PASS"):
+        return ""
+    return (f"Failed on regression: verdict PASS, but {n} regression{'s' * (n > 1)} against the "
+            f"baseline fail this run (--fail-on-regression: exit code 1)")
 
 
 def baseline_notes(base: dict) -> list[str]:
@@ -689,6 +708,8 @@ def markdown(doc: dict) -> str:
     meta = doc["meta"]
     counts = Counter(r["status"] for r in doc["results"])
     out = [f"# GPU cluster sign-off: {doc.get('verdict') or 'INCOMPLETE'}", "",
+           *([f"**{md_text(partial_text(meta))}**", ""] if meta.get("partial") else []),
+           *([f"**{md_text(failed_on_regression(doc))}**", ""] if failed_on_regression(doc) else []),
            f"Profile **{meta.get('profile')}** {profile_class_text(meta)}; "
            f"hosts: {hosts_text(meta.get('hosts', []))}  ",
            run_line(meta), "",

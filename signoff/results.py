@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import threading
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -51,6 +52,40 @@ def verdict(records: list[dict]) -> str:
     if any(s == "NOT RUN" for s in statuses):
         return "INCOMPLETE"
     return "PASS"
+
+
+# The exit code of an acceptance run (README: Exit codes), so CI can tell "the hardware failed"
+# from "could not measure" from "not a sign-off" without parsing anything. 4 is a usage error,
+# pytest's own code, whichever layer (pytest, signoff, the command) refused the options.
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2, 3, 4
+
+
+def exit_code(doc: dict) -> tuple[int, str]:
+    """(code, why) of a finished run's document: 1 where a check FAILed (a judgement: fix the
+    hardware) or, with --fail-on-regression, a PASS regressed against the baseline; 2 where none
+    FAILed but some could not measure (ERROR) or did not run (NOT RUN): fix the run, not the
+    hardware; 3 where the run is not a sign-off (interrupted, crashed or killed, a subset without
+    --partial, nothing judged). A judged FAIL found before an interrupt stands (finish())."""
+    meta, v = doc["meta"], doc.get("verdict") or "INCOMPLETE"
+    n = Counter(r["status"] for r in doc["results"])
+    if meta.get("usage_error"):
+        return EXIT_USAGE, "usage error: the options were refused"
+    if v == "PASS":
+        regressed = len((meta.get("baseline") or {}).get("regressions") or [])
+        if meta.get("fail_on_regression") and regressed:
+            return EXIT_FAIL, (f"PASS, but {regressed} regression{'s' * (regressed > 1)} against the "
+                               f"baseline (--fail-on-regression)")
+        return EXIT_PASS, "PASS"
+    said = ", ".join(f"{n[s]} {s}" for s in ("FAIL", "ERROR", "NOT RUN") if n[s])
+    if v == "FAIL":
+        return (EXIT_FAIL, f"FAIL: {said}") if n["FAIL"] else (EXIT_ERROR, f"ERROR: no FAIL, but {said}")
+    if meta.get("interrupted"):
+        return EXIT_INCOMPLETE, f"INCOMPLETE: the run was {'killed' if meta.get('killed') else 'interrupted'}"
+    if meta.get("partial") and not meta.get("partial_accepted"):
+        return EXIT_INCOMPLETE, "INCOMPLETE: a partial run without --partial"
+    if n["NOT RUN"]:
+        return EXIT_ERROR, f"NOT RUN: no FAIL, but {said}"
+    return EXIT_INCOMPLETE, "INCOMPLETE: no check judged (every one N.A. or none selected)"
 
 
 def not_reported(records: list[dict], selected: list[str], why: str) -> list[dict]:
@@ -153,16 +188,23 @@ class Results:
         self._change({"type": "result", "record": record})
 
     def finish(self, interrupted: bool = False, partial: str | None = None,
-               allow_partial: bool = False) -> str:
-        """A partial selection (-k, one file) is never a sign-off PASS unless asked for."""
+               allow_partial: bool = False, fail_on_regression: bool = False,
+               usage_error: bool = False) -> str:
+        """A partial selection (-k, one file) is never a sign-off PASS unless asked for. The
+        verdict and the exit code (meta.exit_code, exit_code()) are written together."""
         v = verdict(self.doc["results"])
         # A judged FAIL found before the interrupt stands; an ERROR may be the interrupt's own.
         if interrupted and not any(r.get("status") == "FAIL" for r in self.doc["results"]):
             v = "INCOMPLETE"
         if partial and v == "PASS" and not allow_partial:
             v = "INCOMPLETE"
-        self._change({"type": "finish", "verdict": v,
-                      "meta": {"finished": now(), "interrupted": interrupted, "partial": partial}})
+        meta = {"finished": now(), "interrupted": interrupted, "partial": partial,
+                **({"partial_accepted": True} if partial and allow_partial else {}),
+                **({"fail_on_regression": True} if fail_on_regression else {}),
+                **({"usage_error": True} if usage_error else {})}
+        meta["exit_code"], meta["exit_reason"] = exit_code({**self.doc, "verdict": v,
+                                                            "meta": {**self.doc["meta"], **meta}})
+        self._change({"type": "finish", "verdict": v, "meta": meta})
         self.write()
         return v
 
@@ -200,6 +242,7 @@ def rebuild(report_dir: Path) -> dict:
                                        "the run was killed before this check reported")
         doc["verdict"] = "INCOMPLETE"
         doc["meta"].update(interrupted=True, killed=True, rebuilt=now())
+        doc["meta"]["exit_code"], doc["meta"]["exit_reason"] = exit_code(doc)  # 3: as the run would
         from signoff import families
         for mod in families.modules():  # what a family streamed beside the records (the soak's series)
             if hasattr(mod, "rebuild"):

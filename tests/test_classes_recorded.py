@@ -478,7 +478,7 @@ def test_recorded_healthy_host_passes_the_whole_sheet(runs, name):
         else:
             assert r["status"] == ("N.A." if crit in expected_na(name) else "PASS"), r
     if want_error:
-        assert doc["verdict"] == "FAIL" and rc == 1, out
+        assert doc["verdict"] == "FAIL" and rc == 2, out  # ERROR-only: README, Exit codes
     else:
         assert doc["verdict"] == "PASS" and rc == 0, out
 

@@ -97,7 +97,7 @@ def test_bad_hostlist_is_one_message():
 def test_a_subset_is_not_a_sign_off(tmp_path):
     p = run("-k", "allreduce_correct", "--report-dir", str(tmp_path), "--profile", QUICK)
     res = json.loads((tmp_path / "results.json").read_text())
-    assert p.returncode == 1 and res["verdict"] == "INCOMPLETE"
+    assert p.returncode == 3 and res["verdict"] == "INCOMPLETE"  # README: Exit codes
     assert "deselected" in res["meta"]["partial"] and "not a sign-off" in p.stdout
     p = run("-k", "allreduce_correct", "--partial", "--report-dir", str(tmp_path / "ok"), "--profile", QUICK)
     assert p.returncode == 0

@@ -148,8 +148,8 @@ def test_run_passes_options_through_and_rebuild_wraps(tmp_path):
     doc = json.loads((rd / "results.json").read_text())
     assert {r["criterion"] for r in doc["results"]} == {
         "version_parity", "host_unique", "nvidia_driver_version", "cuda_driver_version"}
-    # every check N.A. on this GPU-less machine: INCOMPLETE, pytest's exit code 1 passed through
-    assert doc["verdict"] == "INCOMPLETE" and p.returncode == 1, p.stdout[-2000:]
+    # every check N.A. on this GPU-less machine: INCOMPLETE, its exit code 3 passed through
+    assert doc["verdict"] == "INCOMPLETE" and p.returncode == 3, p.stdout[-2000:]
     (rd / "results.json").unlink()
     p = signoff("rebuild", str(rd))
     assert p.returncode == 0 and json.loads((rd / "results.json").read_text())["results"], p.stderr

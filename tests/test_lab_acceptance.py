@@ -150,7 +150,7 @@ def test_unknown_host_key_rejected_unless_accepted(lab, tmp_path):
     inv.write_text(text)
     only = _only(inv, ["lab1"])
     rc, res, out = accept(tmp_path, "--inventory", str(only), "--profile", "local")
-    assert rc == 1
+    assert rc == 2, out  # ERROR-only: README, Exit codes
     judged = [r for r in res["results"] if r["status"] != "N.A."]  # N.A.: no pair for one host
     assert judged and all(r["status"] == "ERROR" and "unknown host key" in r["message"] for r in judged)
     rc, res, out = accept(tmp_path, "--inventory", str(only), "--profile", "local",
@@ -387,7 +387,7 @@ def test_second_run_on_the_same_hosts_is_refused_naming_the_first(lab, tmp_path)
     finally:
         first.send_signal(signal.SIGINT)
         first.wait(timeout=60)
-    assert rc == 1 and res["verdict"] == "FAIL", out
+    assert rc == 2 and res["verdict"] == "FAIL", out  # ERROR-only: README, Exit codes
     for r in res["results"]:
         assert r["status"] == "ERROR", r
         assert f"{r['host']}: in use by another signoff run: run {owner} by " in r["message"], r

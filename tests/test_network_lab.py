@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -109,20 +110,30 @@ def test_shaped_link_fails_that_pair_after_its_attempts_and_bisection_names_the_
 
 
 def test_baseline_names_the_pair_shaped_since_as_regressed(lab, tmp_path):
+    """Judged under a floor the shaped pair still clears, the run PASSes, yet its regression is
+    in the terminal and --fail-on-regression fails the run (README: CI recipe)."""
     inv = inventory(lab, tmp_path)
     rc, before, out = accept(tmp_path / "before", "acceptance/test_network.py", "-k", "pair",
                              "--inventory", inv, "--profile", LAB)
     assert by_key(before)[("net_pair_bandwidth", "lab3->lab1")]["measured"] > 1, out
+    low = tmp_path / "low.yaml"
+    low.write_text(f"extends: {LAB}\ncriteria:\n  net_pair_bandwidth: {{min: 0.01, unit: Gb/s, streams: 4, "
+                   "duration: 2, source: 'test: below a 100 Mbit/s link'}\n")
     h3 = lab.host("lab3")
     tc = ["ip", "netns", "exec", h3.netns, "tc", "qdisc"]
     subprocess.run([*tc, "add", "dev", h3.veth_host, "root", "tbf", "rate", "100mbit",
                     "burst", "64kb", "latency", "50ms"], check=True)
     try:
         rc, res, out = accept(tmp_path / "after", "acceptance/test_network.py", "-k", "pair",
-                              "--inventory", inv, "--profile", LAB, "--baseline",
-                              str(tmp_path / "before" / "report" / "results.json"))
+                              "--inventory", inv, "--profile", str(low), "--baseline",
+                              str(tmp_path / "before" / "report" / "results.json"), "--fail-on-regression")
     finally:
         subprocess.run([*tc, "del", "dev", h3.veth_host, "root"], check=True)
+    assert res["verdict"] == "PASS" and rc == 1 and res["meta"]["exit_code"] == 1, out
+    said = r"(?m)^  REGRESSED net_pair_bandwidth on lab3->lab1: [\d.]+ Gb/s vs [\d.]+ before"
+    assert re.search(said, out), out  # in the terminal, not only report.md
+    assert "baseline warning: its profile is lab, this run's low" in out
+    assert "Failed on regression: verdict PASS, but " in out
     base = res["meta"]["baseline"]
     assert base["run"] == before["meta"]["run"] and base["tolerance"] == 0.05 and base["compared"] == 3
     reg = {(x["criterion"], x["host"]): x for x in base["regressions"]}

@@ -88,7 +88,7 @@ def test_node_down_errors_by_name_with_slurms_reason(slurm, tmp_path):
                                            "reason=signoff-test-broken-psu")
     finally:
         slurm.run("scontrol", "update", "nodename=lab3", "state=resume")
-    assert rc == 1, out
+    assert rc == 2, out  # ERROR-only: README, Exit codes
     r = by_key(res)
     for h in ("lab1", "lab2"):
         assert r[("version_parity", h)]["status"] == "PASS", r[("version_parity", h)]
@@ -138,7 +138,7 @@ def test_node_dying_mid_probe_errors_it_with_slurms_word_others_pass(slurm, tmp_
         assert out, "the run did not end after its node died"
         rc, res, text = out[0]
         r = by_key(res)
-        assert rc == 1, text
+        assert rc == 2, text  # ERROR-only: README, Exit codes
         for h in ("lab1", "lab3"):
             assert r[("version_parity", h)]["status"] == "PASS", r[("version_parity", h)]
         dead = r[("version_parity", "lab2")]

@@ -248,7 +248,7 @@ def test_bad_path_read_only_mount_and_full_filesystem_are_refused(env, tmp_path)
         "lab2": {"storage_path": str(d["ro"])},
         "lab3": {"storage_path": str(d["full"])}})
     rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", "local")
-    assert rc == 1
+    assert rc == 2, out  # ERROR-only: README, Exit codes
     r = by_key(res)
     want = {"lab1": f"lab1: storage path {d['shared'] / 'nope'} does not exist",
             "lab2": f"lab2: storage path {d['ro']} is not writable (read-only mount): pass "
@@ -274,7 +274,7 @@ def test_read_only_dataset_is_measured_and_ram_is_not_storage(env, tmp_path):
         "lab2": {"storage_path": str(d["ram"])},
         "lab3": {"storage_path": str(d["few"]), "storage_readonly": True}})
     rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", "local")
-    assert rc == 1
+    assert rc == 2, out  # ERROR-only: README, Exit codes
     r = by_key(res)
     seq, small = r[("storage_read_seq", "lab1")], r[("storage_read_small", "lab1")]
     assert seq["status"] == "PASS" and seq["details"]["readonly"] and seq["details"]["tool"] == "fio"
@@ -315,7 +315,7 @@ def test_odd_path_is_measured_by_fio_and_inodes_running_out_is_named(env, tmp_pa
     free = os.statvfs(d["inodes"])
     rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", "local",
                           "--storage-tool", "fio")
-    assert rc == 1
+    assert rc == 2, out  # ERROR-only: README, Exit codes
     r = by_key(res)
     for h in ("lab1", "lab2"):
         for c in ("storage_read_seq", "storage_read_small"):
