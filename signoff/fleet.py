@@ -421,6 +421,18 @@ class Fleet:
             self.start()
         return self._facts[name].result()
 
+    def answered(self) -> bool:
+        """Whether a host answered at the start (its sysinfo came). Waits until one has, or every
+        host has failed: a hung host is waited for only while no other host has answered."""
+        if not self._facts:
+            self.start()
+        pending = set(self._facts.values())
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            if any(not f.cancelled() and f.exception() is None for f in done):
+                return True
+        return False
+
     def all_facts(self) -> dict[str, dict | Exception]:
         """Every host's sysinfo, or its error; gathered once (every host's check may ask)."""
         return self.once("all facts", self._all_facts)
