@@ -749,8 +749,11 @@ class Recorder:
         "passed"), N.A. and NOT RUN "skipped". Its -r lines (self.summing) name the status too."""
         if not isinstance(report, pytest.TestReport):
             return None
-        status = self.final.get(report.nodeid) if self.summing else getattr(report, "signoff_status", None)
-        if status is None:
+        if self.summing:
+            status = self.final.get(report.nodeid)
+            if status is None:  # a check cut short before its teardown: pytest's own word
+                return None
+        elif (status := getattr(report, "signoff_status", None)) is None:
             return "", "", ""  # setup and call: the teardown report speaks for the check
         letter, colour = self.LETTERS[status]
         return status, letter, (status, {colour: True})
