@@ -118,7 +118,7 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
            f"({storage.describe(d0)}{retry.said(got, limit.unit)})"
     node_min = storage.knobs(t)["node_min"]
     starved = storage.starved(shares, node_min)
-    per_host = f" and every host >= {node_min:.3g} {limit.unit}" if node_min is not None else ""
+    per_host = f" and every host >= {round(node_min, 3):g} {limit.unit}" if node_min is not None else ""
     check.record(measured, limit.expected + per_host, limit.unit, limit.source, info)
     unstable = retry.unstable(got, t, limit.unit)
     if starved or not limit.ok(measured) or unstable:
