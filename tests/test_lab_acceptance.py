@@ -83,7 +83,7 @@ def test_parity_fails_the_odd_host_and_dead_host_errors(lab, tmp_path):
     odd = r[("version_parity", "lab3")]
     assert odd["status"] == "FAIL"
     assert "lab3" in odd["message"] and "Python 3.11.2 differs" in odd["message"]
-    assert "torch None differs" in odd["message"] and "lab1, lab2" in odd["message"]
+    assert "torch unknown differs" in odd["message"] and "on 2 hosts lab[1-2]" in odd["message"]
     dead = [v for (c, h), v in r.items() if h == "lab4"]
     assert dead and all(v["status"] == "ERROR" for v in dead)
     assert all("lab4" in v["message"] and "refused" in v["message"] for v in dead)
