@@ -362,9 +362,13 @@ class Terminal:
         if self.tr is None:
             return
         with self._quiet():
+            row = self.tr.currentfspath  # the file whose results pytest is writing on this row
             self._fresh_line()
             self.open = False
             self.tr.write_line(line)
+            if isinstance(row, Path):  # its row again: pytest's next "." is not an orphan
+                self.tr._tw.write(f"{os.path.relpath(row, self.tr.startpath)} ")
+                self.tr.currentfspath = row
 
     def progress(self, line: str, final: bool) -> None:
         if self.tr is None:
