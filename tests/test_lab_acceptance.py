@@ -225,7 +225,7 @@ def test_ssh_config_alias_and_hostlist(lab, tmp_path):
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "config").write_text("".join(
         f"Host node0{i}\n  HostName {h.address}\n  User root\n  IdentityFile {lab.user_key}\n"
-        f"  UserKnownHostsFile {lab.known_hosts}\n" for i, h in enumerate(lab.hosts[:2], 1)))
+        f"  UserKnownHostsFile {lab.known_hosts}\n" for i, h in enumerate(lab.hosts, 1)))
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--partial", "--hosts",
                         "node[01-02]", "--python", sys.executable, "--profile", "local",
@@ -236,6 +236,19 @@ def test_ssh_config_alias_and_hostlist(lab, tmp_path):
     assert p.returncode == 0, p.stdout
     assert {r["host"] for r in res["results"]} == {"node01", "node02"}
     assert res["hosts"]["node01"]["python"] and res["verdict"] == "PASS"
+    # `signoff plan` on the same hosts (issue 24): hosts, the profile auto picks from their
+    # sysinfo, the checks and the time to expect; nothing measured, no report directory
+    where = tmp_path / "plan"
+    where.mkdir()
+    p = subprocess.run([sys.executable, "-m", "signoff", "plan", "--hosts", "node[01-04]", "--python",
+                        sys.executable], cwd=where, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HOME": str(home)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "hosts: 4 from --hosts node[01-04]: node[01-04]  (SSH)" in p.stdout, p.stdout
+    assert "--profile auto picks local on these hosts (asked for their sysinfo)" in p.stdout, p.stdout
+    assert "per host, on each of node[01-04]:" in p.stdout and "  version_parity " in p.stdout
+    assert "per pair (4): node01->node02, " in p.stdout and "long measurements" in p.stdout
+    assert list(where.iterdir()) == []  # no reports/ written
 
 
 def _reading(runid: str) -> bool:
