@@ -7,6 +7,8 @@ A family's __init__ (light: no controller imports, the profile loader reads it) 
   SECTIONS   optional {top-level profile key: merge(inherited, section, where) -> dict}
   PLUGIN     optional: its pytest plugin module (options, fixtures, the pytest_signoff_* hooks)
   rebuild(report_dir, doc)   optional: what `python -m signoff.results rebuild` adds for it
+  estimate(config, profile, picked, pairs)   optional: `signoff plan`'s lines for its long
+             measurements (picked: the criteria that will run; pairs: the host pairs)
 and its probes are signoff/<family>/probe_<name>.py, shipped to every host as <name>.py.
 Adding a family touches its folder, a profile and one acceptance file (docs/architecture.md)."""
 
@@ -65,3 +67,9 @@ def plugins() -> list[str]:
 def probes() -> dict[str, Path]:
     """Probe name -> file: every family's probe_<name>.py."""
     return {f.stem.removeprefix("probe_"): f for f in sorted(PKG.glob("*/probe_*.py"))}
+
+
+def estimates(config, profile, picked, pairs) -> list[str]:
+    """`signoff plan`'s time of every family's long measurements, in the families' order."""
+    return [ln for mod in modules() if getattr(mod, "estimate", None)
+            for ln in mod.estimate(config, profile, picked, pairs)]

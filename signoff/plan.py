@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from signoff import InputError, catalog, hostlist, paths, profiles
+from signoff import catalog, families, hostlist, paths, profiles
 
 FOLD = 12  # pair ids listed before "and N more"
 
@@ -93,32 +93,9 @@ def auto_pick(config, state) -> tuple[profiles.Profile, dict[str, str]]:
 
 
 def _estimates(config, prof, picked: set[str], cols: dict, pairs: list) -> list[str]:
-    """The long measurements' own time (start-up, retries and the other checks come on top)."""
-    out = []
-    if "soak_gpu_temp" in picked or "soak_errors" in picked:
-        from signoff.soak import judge as soak
-        try:
-            p = soak.plan(prof.section("soak"), config.getoption("soak_duration"))
-        except ValueError as exc:
-            raise InputError(f"profile {prof.name} soak.{exc}") from None
-        whose = "--soak-duration" if config.getoption("soak_duration") is not None else \
-            f"profile {prof.name} soak.duration"
-        out.append(f"soak: {soak.human_duration(p['duration'])} of load on every host at once ({whose})")
-    real = [p for p in pairs if p]
-    if "net_pair_bandwidth" in picked and real:
-        from signoff.network.judge import PAIR_DURATION_S, rounds
-        t = prof.criteria.get("net_pair_bandwidth")
-        dur = t.extra.get("duration", PAIR_DURATION_S) if t else PAIR_DURATION_S
-        n = len(rounds(real))
-        out.append(f"host pairs: {len(real)} pairs in {n} rounds of {dur} s: {n * dur} s")
-    reads = [c for c in ("storage_read_seq", "storage_read_small", "storage_read_aggregate")
-             if c in picked and c in prof.criteria]
-    if reads:
-        from signoff.storage.judge import knobs
-        parts = [f"{c.removeprefix('storage_read_')} {knobs(prof.criteria[c])['runtime']} s" for c in reads]
-        out.append(f"storage reads: {', '.join(parts)} (a shared filesystem's hosts read alone one "
-                   f"after another: up to alone_sample of them)")
-    return out
+    """The long measurements' own time (start-up, retries and the other checks come on top):
+    each family's estimate(), where it has one (signoff/families.py)."""
+    return families.estimates(config, prof, picked, [p for p in pairs if p])
 
 
 def text(config, state, targets: list[Path], contact: bool = True) -> str:

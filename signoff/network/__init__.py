@@ -23,3 +23,14 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
         check_sweep(extra, where)
     if name == "nic_rate" and extra.get("fabric") not in ("ethernet", "infiniband"):
         raise InputError(f"{where}.fabric: expected ethernet or infiniband, got {extra.get('fabric')!r}")
+
+
+def estimate(config, prof, picked, pairs) -> list[str]:
+    """`signoff plan`: the host pairs' rounds (disjoint pairs measure at once)."""
+    if "net_pair_bandwidth" not in picked or not pairs:
+        return []
+    from signoff.network.judge import PAIR_DURATION_S, rounds
+    t = prof.criteria.get("net_pair_bandwidth")
+    dur = t.extra.get("duration", PAIR_DURATION_S) if t else PAIR_DURATION_S
+    n = len(rounds(pairs))
+    return [f"host pairs: {len(pairs)} pairs in {n} rounds of {dur} s: {n * dur} s"]

@@ -49,3 +49,16 @@ def rebuild(report_dir, doc: dict) -> None:
     for name, live in (doc.get("soak") or {}).items():
         if "series" not in live:
             doc["soak"][name] = replay(report_dir, name, live)
+
+
+def estimate(config, prof, picked, pairs) -> list[str]:
+    """`signoff plan`: the soak's load time (the run's, --soak-duration or the profile's)."""
+    if "soak_gpu_temp" not in picked and "soak_errors" not in picked:
+        return []
+    try:
+        p = judge.plan(prof.section("soak"), config.getoption("soak_duration"))
+    except ValueError as exc:
+        raise InputError(f"profile {prof.name} soak.{exc}") from None
+    whose = "--soak-duration" if config.getoption("soak_duration") is not None else \
+        f"profile {prof.name} soak.duration"
+    return [f"soak: {judge.human_duration(p['duration'])} of load on every host at once ({whose})"]

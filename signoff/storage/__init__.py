@@ -17,3 +17,14 @@ CRITERIA = {
                                "with_limit": ("per", "node_min")},
 }
 PLUGIN = "signoff.storage.plugin"
+
+
+def estimate(config, prof, picked, pairs) -> list[str]:
+    """`signoff plan`: each read's runtime (a shared filesystem adds its hosts' reads alone)."""
+    from signoff.storage.judge import knobs
+    reads = [c for c in CRITERIA if c in picked and c in prof.criteria]
+    if not reads:
+        return []
+    parts = [f"{c.removeprefix('storage_read_')} {knobs(prof.criteria[c])['runtime']} s" for c in reads]
+    return [f"storage reads: {', '.join(parts)} (a shared filesystem's hosts read alone one "
+            f"after another: up to alone_sample of them)"]
