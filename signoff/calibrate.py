@@ -119,6 +119,10 @@ def site_profile(report_dir: Path, margin: float = MARGIN,
         raise InputError(f"{report_dir}: not calibrated: {why}")
     meta = doc["meta"]
     extends = meta.get("profile_path") or meta.get("profile")
+    recorded = Path(meta.get("profile_path") or "")
+    if recorded.parent.name == "thresholds" and recorded.stem == meta.get("profile") and \
+            (profiles.PROFILE_DIR / recorded.name).exists():
+        extends = meta["profile"]  # a shipped profile of another checkout (or machine): this one's
     base = profiles.load(extends)
     if (profiles.PROFILE_DIR / f"{base.name}.yaml").resolve() == Path(base.path).resolve():
         extends = base.name  # a shipped profile by name: the site profile moves with the checkout

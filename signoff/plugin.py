@@ -332,6 +332,9 @@ def selected_hosts(session, tests: tuple[str, ...]) -> list[str]:
     return cache[tests]
 
 
+ROW = pytest.StashKey[Path]()  # the file whose row our lines broke: written again (Recorder)
+
+
 class Terminal:
     """Lines on the terminal while the checks wait (capture suspended for them): say(line),
     and progress(line, final): one line updated in place on a terminal; on a non-tty (a log)
@@ -340,6 +343,7 @@ class Terminal:
     PROGRESS_EVERY_S = 5.0
 
     def __init__(self, config):
+        self.config = config
         self.tr = config.pluginmanager.get_plugin("terminalreporter")
         self.capman = config.pluginmanager.get_plugin("capturemanager")
         self.open = False  # our progress line is the terminal's current line, unfinished
@@ -366,9 +370,8 @@ class Terminal:
             self._fresh_line()
             self.open = False
             self.tr.write_line(line)
-            if isinstance(row, Path):  # its row again: pytest's next "." is not an orphan
-                self.tr._tw.write(f"{os.path.relpath(row, self.tr.startpath)} ")
-                self.tr.currentfspath = row
+            if isinstance(row, Path):  # its row again before pytest's next letter (Recorder)
+                self.config.stash[ROW] = row
 
     def progress(self, line: str, final: bool) -> None:
         if self.tr is None:
@@ -792,7 +795,17 @@ class Recorder:
                 + ", ".join(checks[:8]) + (f" and {len(checks) - 8} more" if len(checks) > 8 else "")
                 + ")" + (f"; {self.deselected} deselected" if self.deselected else ""))
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
+        row = self.config.stash.get(ROW, None)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if row is not None and tr is not None and tr.verbosity <= 0:
+            # our lines (a measuring phase's progress) broke pytest's row of letters: its file's
+            # name again, so the next "." is not an orphan line (lines said together stay so)
+            del self.config.stash[ROW]
+            tr.ensure_newline()
+            tr._tw.write(f"{os.path.relpath(row, tr.startpath)} ")
+            tr.currentfspath = row
         st, nid = self.state, report.nodeid
         kind = (("error" if report.failed else "skipped" if report.skipped else "")
                 if report.when in ("setup", "teardown") else report.outcome)  # as _pytest.runner's
