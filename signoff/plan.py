@@ -85,8 +85,7 @@ def auto_pick(config, state) -> tuple[profiles.Profile, dict[str, str]]:
                   max_parallel=config.getoption("max_parallel"), slurm=job)
     try:
         fleet.start()
-        # the `profile` fixture's body: one vote for the run and the plan
-        prof = plugin.profile.__wrapped__(config, fleet)
+        prof = plugin.pick_profile(state, fleet)  # the run's own vote
         return prof, {n: str(e) for n, e in fleet.all_facts().items() if isinstance(e, Exception)}
     finally:
         fleet.close()

@@ -574,7 +574,12 @@ def _fold_any(names) -> str:
 
 @pytest.fixture(scope="session")
 def profile(pytestconfig, fleet) -> profiles.Profile:
-    state = pytestconfig.stash[STATE]
+    return pick_profile(pytestconfig.stash[STATE], fleet)
+
+
+def pick_profile(state: State, fleet: Fleet) -> profiles.Profile:
+    """The run's profile: --profile's, or under auto the majority class of the hosts' sysinfo
+    (`signoff plan` asks the same vote)."""
     if state.profile is None:
         facts = fleet.all_facts()
         views = [HostView(n, f, None) for n, f in facts.items() if isinstance(f, dict)]
