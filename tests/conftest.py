@@ -45,8 +45,19 @@ def _probe_dirs() -> set:
     return set(glob.glob("/tmp/signoff.????????"))
 
 
+OUTER = "SIGNOFF_TEST_SESSION"  # set by the outermost test session, inherited by the ones it starts
+
+
+def pytest_configure(config):
+    # Only the outermost session (the xdist controller, or a plain run) removes dirs: a test
+    # that runs pytest on a test file (test_lab_required) starts a session of its own, whose
+    # end must not remove a dir another test left on purpose meanwhile (a killed run's)
+    if not hasattr(config, "workerinput") and OUTER not in os.environ:
+        os.environ[OUTER] = str(os.getpid())
+
+
 def pytest_sessionstart(session):
-    if not hasattr(session.config, "workerinput"):  # the xdist controller (or a plain run)
+    if not hasattr(session.config, "workerinput") and os.environ.get(OUTER) == str(os.getpid()):
         session.config.stash[_TMP_BEFORE] = _probe_dirs()
 
 
