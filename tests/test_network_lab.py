@@ -401,6 +401,8 @@ def test_a_link_flap_during_the_run_fails_that_host(lab, tmp_path):
     r = by_key(res)
     flap = r[("error_counters", "lab2")]
     assert flap["status"] == "FAIL", flap
-    assert f"{h2.veth_host} carrier_changes +2" in flap["message"], flap["message"]
+    # down and up: +2, or +1 where the kernel had not counted the carrier's return yet when the
+    # end snapshot read it (seen once on a loaded fresh-clone run): a flap either way
+    assert re.search(rf"{h2.veth_host} carrier_changes \+[12] ", flap["message"]), flap["message"]
     assert "the link flapped" in flap["message"]
     assert r[("error_counters", "lab1")]["status"] == "PASS", r[("error_counters", "lab1")]
