@@ -184,6 +184,13 @@ def profile_class_text(meta: dict) -> str:
     return "(none picked: no host's sysinfo to match)" if meta.get("profile") == "auto" else "(no class)"
 
 
+def excluded_text(meta: dict) -> str:
+    """Hosts left out with --exclude-hosts: not checked, so this verdict says nothing of them."""
+    ex = meta["excluded"]
+    return (f"Not checked (--exclude-hosts): {len(ex)} host{'s' if len(ex) != 1 else ''} "
+            f"{hosts_text(ex)}; the verdict is of the hosts above only")
+
+
 def run_line(meta: dict) -> str:
     took = ""
     if meta.get("started") and meta.get("finished"):
@@ -248,6 +255,7 @@ def cover(verdict: str, doc: dict) -> str:
             + f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
             f"{escape(profile_class_text(meta))}; hosts ({len(hosts)}): "
             f"{escape(hosts_text(hosts))}<br>{escape(run_line(meta))}"
+            + (f"<br><b>{escape(excluded_text(meta))}</b>" if meta.get("excluded") else "")
             + f"<br>Launcher: {escape(launcher(meta, records))}"
             + (f"<br><b>{escape(probe_env_text(meta))}</b>" if meta.get("probe_env") else "")
             + (f"<br><b>{escape(partial_text(meta))}</b>" if meta.get("partial") else "")
@@ -713,6 +721,7 @@ def markdown(doc: dict) -> str:
            f"Profile **{meta.get('profile')}** {profile_class_text(meta)}; "
            f"hosts: {hosts_text(meta.get('hosts', []))}  ",
            run_line(meta), "",
+           *([f"**{md_text(excluded_text(meta))}**", ""] if meta.get("excluded") else []),
            *([f"**{probe_env_text(meta)}**", ""] if meta.get("probe_env") else []),
            "Checks: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]), ""]
     groups = problem_groups(doc["results"])

@@ -420,3 +420,13 @@ def test_a_profile_auto_that_picked_none_says_so_not_empty_brackets():
     md = report.markdown(doc)
     assert "Profile **auto** (none picked: no host's sysinfo to match)" in md and "()" not in md
     assert "Profile <b>auto</b> (none picked" in report.cover("ERROR", doc)
+
+
+def test_hosts_left_out_with_exclude_hosts_are_named_on_the_cover_and_report_md():
+    """A PASS over the hosts that were checked must not read as one over those left out."""
+    doc = {"meta": {"profile": "local", "profile_class": "any", "hosts": ["n1", "n2"],
+                    "excluded": ["n3", "n4"]}, "results": [rec("gpu_count", "n1")], "verdict": "PASS"}
+    said = "Not checked (--exclude-hosts): 2 hosts n[3-4]; the verdict is of the hosts above only"
+    assert said in report.cover("PASS", doc) and report.md_text(said) in report.markdown(doc)
+    del doc["meta"]["excluded"]
+    assert "Not checked" not in report.cover("PASS", doc) + report.markdown(doc)
