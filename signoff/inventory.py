@@ -176,6 +176,7 @@ def _host(entry: dict, defaults: dict, where: str, already: int = 0) -> list[Hos
             raise InputError(f"{where}.{key}: expected a string, got {merged[key]!r}")
     if not merged.get("name"):
         raise InputError(f"{where}.name: missing (every host needs a name)")
+    entry_where, where = where, f"{where} ({merged['name']})"  # by its name too: one looks for nodeA
     if "address" in merged and not str(merged["address"] or "").strip():
         raise InputError(f"{where}.address: empty (give the host's address, or leave the key out "
                          f"to connect to its name)")
@@ -196,10 +197,10 @@ def _host(entry: dict, defaults: dict, where: str, already: int = 0) -> list[Hos
                          f"got {merged['storage_readonly']!r}")
     try:
         names = expand(str(merged["name"]), already)
-    except InputError as exc:
-        raise InputError(f"{where}.name: {exc}") from None
+    except InputError as exc:  # the message quotes the name
+        raise InputError(f"{entry_where}.name: {exc}") from None
     if len(names) > 1 and merged.get("address"):
-        raise InputError(f"{where}: a hostlist name ({merged['name']}) cannot share one address")
+        raise InputError(f"{entry_where}: a hostlist name ({merged['name']}) cannot share one address")
     return [
         Host(
             name=n,

@@ -91,19 +91,20 @@ def test_from_hostlist_and_local():
 @pytest.mark.parametrize("text, where", [
     ("hosts:\n  - {name: a}\n  - {name: b, adress: 1.2.3.4}\n", "hosts[1]: unknown key 'adress'"),
     ("hosts:\n  - {address: 1.2.3.4}\n", "hosts[0].name: missing"),
-    ("hosts:\n  - {name: a, port: 70000}\n", "hosts[0].port"),
-    ("hosts:\n  - {name: a, port: '22x'}\n", "hosts[0].port"),
-    ("hosts:\n  - {name: a, tags: gpu}\n", "hosts[0].tags"),
+    ("hosts:\n  - {name: a, port: 70000}\n", "hosts[0] (a).port"),
+    ("hosts:\n  - {name: a, port: '22x'}\n", "hosts[0] (a).port"),
+    ("hosts:\n  - {name: a, tags: gpu}\n", "hosts[0] (a).tags"),
     ("hosts:\n  - {name: 'n[1-2]'}\n  - {name: n2}\n", "hosts[1]: duplicate host name 'n2'"),
     ("hosts: []\n", "hosts: expected a non-empty list"),
     ("defaults: {}\n", "hosts: expected a non-empty list"),
     ("defaults: {name: x}\nhosts: [{name: a}]\n", "defaults: unknown key 'name'"),
     ("host: [{name: a}]\n", "unknown key 'host'"),
     ("hosts:\n  - {name: 'n[1-2]', address: 1.2.3.4}\n", "hosts[0]: a hostlist name"),
-    ("hosts:\n  - {name: a, address: ''}\n", "hosts[0].address: empty"),
-    ("hosts:\n  - {name: a, address: '  '}\n", "hosts[0].address: empty"),
-    ("hosts:\n  - {name: a, address: }\n", "hosts[0].address: empty"),
-    ("defaults: {address: ''}\nhosts:\n  - {name: a}\n", "hosts[0].address: empty"),
+    # the entry named by its name, not its index alone (#29 item 8)
+    ("hosts:\n  - {name: nodeA, address: ''}\n", "hosts[0] (nodeA).address: empty"),
+    ("hosts:\n  - {name: a}\n  - {name: nodeB, address: '  '}\n", "hosts[1] (nodeB).address: empty"),
+    ("hosts:\n  - {name: a, address: }\n", "hosts[0] (a).address: empty"),
+    ("defaults: {address: ''}\nhosts:\n  - {name: a}\n", "hosts[0] (a).address: empty"),
     ("hosts:\n  - {name: '/../../../../tmp/X', address: 1.2.3.4}\n", "hosts[0].name: hostlist '/../"),
     ("hosts:\n  - {name: 'a/b'}\n", "hosts[0].name: hostlist 'a/b': '/' cannot be in a host name"),
     ("hosts:\n  - {name: 'n[1-100000000]'}\n", "hosts[0].name: hostlist 'n[1-100000000]': "),
@@ -122,7 +123,7 @@ def test_errors_name_file_and_key_path(write_inv, text, where):
 
 
 def test_boolean_port_is_rejected(write_inv):
-    with pytest.raises(InputError, match=r"hosts\[0\]\.port"):
+    with pytest.raises(InputError, match=r"hosts\[0\] \(a\)\.port"):
         load(write_inv("hosts:\n  - {name: a, port: true}\n"))
 
 
