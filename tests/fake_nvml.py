@@ -4,6 +4,7 @@ throttle, lose an XID or an ECC error. Values follow docs/reference-figures.md."
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from types import SimpleNamespace
@@ -25,9 +26,11 @@ class NVMLError_NotSupported(NVMLError):  # noqa: N801
 
 class FakeGPU:
     def __init__(self, index, idle=32.0, hot=65.0, mem_hot=54.0, tau=20.0, reasons=0x4,
-                 mem_temp=True):
+                 mem_temp=True, procs=None):
         self.index, self.idle, self.hot, self.mem_hot, self.tau = index, idle, hot, mem_hot, tau
         self.reasons, self.mem_temp_ok = reasons, mem_temp
+        # its compute processes now: [(pid, used bytes)]; by default the caller's own context
+        self.procs = procs or (lambda: [(os.getpid(), 1 << 30)])
         self.ecc_unc = self.ecc_corr = 0
         self.t0 = time.monotonic()
 
@@ -119,6 +122,15 @@ class FakeNV:
 
     def nvmlDeviceGetRemappedRows(self, h):
         return (0, 0, 0, 0)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in h.procs()]
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h):
+        return []
+
+    def nvmlSystemGetProcessName(self, pid):
+        raise NVMLError(3)  # as for a pid the driver does not know
 
     def nvmlDeviceGetViolationStatus(self, h, policy):
         return SimpleNamespace(violationTime=0, referenceTime=0)

@@ -16,7 +16,8 @@ def test_every_family_found_with_its_criteria_and_probes():
     assert crit["allreduce_busbw"]["family"] == "interconnect"
     assert crit["soak_gpu_temp"]["family"] == "soak" and crit["power_limit"]["family"] == "gpu"
     assert set(families.probes()) == {"sysinfo", "allreduce", "p2p", "storage", "netinfo",
-                                      "netpair", "soak", "train", "loader", "hostlink", "sdc", "hbm"}
+                                      "netpair", "soak", "train", "loader", "hostlink", "sdc", "hbm",
+                                      "cotenants"}
     assert profiles.top_keys() >= {"criteria", "hardware", "soak", "training"}
 
 

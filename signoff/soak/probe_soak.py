@@ -21,6 +21,20 @@ import time
 # CUDA's order is then NVML's (PCI bus order); UUIDs are matched when torch exposes them.
 os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
 
+def load_cotenants():
+    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
+    tree); None where neither is there: the document then has no `cotenants` (not sampled)."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("cotenants", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    return None
+
+
 FIELDS = ("temp", "mem_temp", "power", "sm_clock", "reasons", "util", "tflops", "ecc_corr", "ecc_unc")
 _out_lock = threading.Lock()
 
@@ -367,7 +381,13 @@ def run(args, nvml, torch, devices):
     viol_before = [nvml.violations(i) for i in range(len(gpus))]
     load_start = [time.monotonic()]
     xid = Xid(nvml, lambda: time.monotonic() - load_start[0])
+    cot = load_cotenants()
+    if cot is not None:  # another process's load would pass for this GPU's (issue 29 item 5)
+        cot = cot.Sampler(nvml.nv, nvml.handles, args.interval, lambda: time.monotonic() - load_start[0],
+                          on_new=lambda e: emit(dict(e, type="event", event="cotenant")))
     t0 = load_start[0] = time.monotonic()
+    if cot is not None:
+        cot.start()
     go.set()
     emit({"type": "header", "gpus": gpus, "duration_s": args.duration, "interval_s": args.interval,
           "matrix": {str(i): w.n for i, w in workers.items()}, "dtype": "bf16",
@@ -410,6 +430,7 @@ def run(args, nvml, torch, devices):
     stop.set()
     for w in workers.values():
         w.join(timeout=60)
+    seen = cot.stop() if cot is not None else {}
     readable, note = xid.close(gpus)
     viol_after = [nvml.violations(i) for i in range(len(gpus))]
     doc = {
@@ -423,7 +444,7 @@ def run(args, nvml, torch, devices):
         "gemm": {str(i): {"n": w.n, "batch": w.batch, "calibration_tflops": w.calib_tflops,
                           "total_pflop": round(w.flops / 1e15, 1), "changed_batches": w.changed}
                  for i, w in workers.items()},
-        "nvml_unreadable": nvml.why,
+        "nvml_unreadable": nvml.why, **seen,
         "torch": getattr(torch, "__version__", None),
         "elapsed_s": round(time.time() - t_start, 1),
     }

@@ -220,14 +220,16 @@ class SoakRunner:
 
     def peers(self, figure) -> dict:
         """figure(series) of every soaked host whose soak sent samples (signoff/outlier.py);
-        a host whose soak failed is left out (its own checks say why)."""
+        a host whose soak failed, or ran beside another process, is left out (its own checks
+        say why)."""
         out = {}
         for name in list(self._futures):
             try:
                 hs = self.wait(name)
             except Exception:  # noqa: BLE001 - its own checks report it
                 continue
-            if not hs.error and hs.series is not None and len(hs.series) >= 2:
+            if not hs.error and hs.series is not None and len(hs.series) >= 2 and \
+                    not (hs.doc or {}).get("cotenants"):
                 out[name] = figure(hs.series)
         return out
 
