@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 
 from signoff import InputError
@@ -14,6 +15,12 @@ from signoff.results import ALL
 from signoff.units import parse_fraction
 
 TOLERANCE = 0.05  # 5 %: the issue's example; CI against staging nodes sets its own
+# A criterion's tolerance from its run-to-run spread (spreads() below; thresholds/nvidia-base.yaml,
+# local.yaml): twice the largest wrong-way move between healthy runs, never below TOLERANCE.
+# Twice: 3-10 runs per figure span 2-3 standard deviations, so a healthy rerun moving past twice
+# that is a < 1 % chance, while a lost GPU, HBM stack or link (-20 % and worse) still shows.
+MULTIPLE = 2
+CEILING = 0.95  # a profile's tolerance is below 100 % (units.parse_fraction)
 
 
 def load(path: str) -> dict:
@@ -81,6 +88,23 @@ def _hosts(doc: dict) -> set[str]:
     return set(doc.get("hosts") or {}) or {r["host"] for r in doc["results"]} - {ALL}
 
 
+@cache
+def _judged_by() -> dict[str, str]:
+    """A check named other than its criterion (row_remap, multinode_allreduce) -> the one
+    threshold it is judged by, so that the profile's tolerance for that criterion applies."""
+    from signoff import catalog, families
+    known = families.criteria()
+    return {e.criterion: e.thresholds[0] for e in catalog.checks()
+            if e.criterion not in known and len(e.thresholds) == 1}
+
+
+def _tolerance(tol: dict, check: str) -> float:
+    own = tol["criteria"]
+    if check not in own and own:
+        check = _judged_by().get(check, check)
+    return own.get(check, tol["default"])
+
+
 def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
     """What results.json's meta.baseline records and the cover lists; `tolerance` a fraction
     for every criterion or tolerances()' dict."""
@@ -101,7 +125,7 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
             sign = 0
         if sign and _number(x["measured"]) and _number(x["baseline"]) and x["baseline"]:
             change = (x["measured"] - x["baseline"]) / abs(x["baseline"])
-            if sign * change < -tol["criteria"].get(r["criterion"], tol["default"]):
+            if sign * change < -_tolerance(tol, r["criterion"]):
                 regressions.append({**x, "change_pct": round(100 * change, 1)})
                 continue
         if b["status"] == "PASS" and r["status"] in ("FAIL", "ERROR"):
@@ -119,3 +143,62 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
             "regressions": sorted(regressions, key=lambda x: -abs(x.get("change_pct", 1000))),
             "unlike_units": unlike, "warnings": warnings(doc, base),
             "appeared": sorted(now - then), "vanished": sorted(then - now)}
+
+
+def spreads(docs: list[dict]) -> dict[str, dict]:
+    """The run-to-run spread of every figure in healthy runs of one class: per criterion, the
+    largest wrong-way move between any two runs of a host (1 - low/high where higher is
+    better, high/low - 1 where lower is), and the tolerance MULTIPLE x that gives."""
+    seen: dict[tuple, list] = {}
+    for d in docs:
+        for r in d["results"]:
+            sign = _direction(r.get("expected"))
+            if sign and _number(r.get("measured")):
+                seen.setdefault((r["criterion"], r["host"]), []).append((r["measured"], sign, r.get("unit")))
+    out: dict[str, dict] = {}
+    for (check, _host), got in seen.items():
+        crit = _judged_by().get(check, check)  # thermal_thresholds: thermal_slowdown's figure
+        sign, unit = got[0][1], next((u for _, _, u in got if u), "")
+        # an older run's figure without its unit is the same figure; another unit is another one
+        vals = [v for v, _, u in got if not u or u == unit]
+        lo, hi = min(vals), max(vals)
+        if len(vals) < 2 or lo <= 0:
+            continue  # one run has no spread; a zero (no XID, no throttle) moves by no fraction
+        move = 1 - lo / hi if sign > 0 else hi / lo - 1
+        if crit not in out or move > out[crit]["spread"]:
+            out[crit] = {"runs": len(vals), "low": lo, "high": hi, "unit": unit, "spread": round(move, 4),
+                         "tolerance": derived(move)}
+    return out
+
+
+def derived(spread: float) -> float:
+    """MULTIPLE x the spread, up to a whole percent, within [TOLERANCE, CEILING]."""
+    return min(CEILING, max(TOLERANCE, -(-round(MULTIPLE * spread * 1000) // 10) / 100))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog="python -m signoff.baseline")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("spread", help="the run-to-run spread of healthy runs of one class, and "
+                                       "the `baseline:` tolerances it gives (docs/measurements.md)")
+    sp.add_argument("runs", nargs="+", help="two or more results.json (or their report directories)")
+    args = ap.parse_args(argv)
+    try:
+        got = spreads([load(p) for p in args.runs])
+    except InputError as exc:
+        print(f"signoff: {exc}", file=sys.stderr)
+        return 2
+    print(f"# {len(args.runs)} runs; tolerance = {MULTIPLE} x the spread, "
+          f"{100 * TOLERANCE:g}-{100 * CEILING:g} % (signoff/baseline.py)")
+    print(f"baseline:\n  tolerance: {100 * TOLERANCE:g}%\n  criteria:")
+    for crit, s in sorted(got.items()):
+        line = f"{crit}: {100 * s['tolerance']:g}%"
+        print(f"    {line:<36}# {s['runs']} runs: {s['low']:g}-{s['high']:g} {s['unit']}, "
+              f"spread {100 * s['spread']:.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
