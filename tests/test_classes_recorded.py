@@ -30,7 +30,7 @@ import yaml
 from test_cli import LOCK_WAIT
 
 from signoff import profiles
-from signoff.interconnect import SWEEP
+from signoff.interconnect import SWEEP, judge
 from signoff.training import section
 from signoff.units import parse_size
 
@@ -137,18 +137,25 @@ def measurements(name: str, facts: dict, one: dict, two: dict) -> dict:
     return doc
 
 
-def p2p(prof, gpus: list[dict], r2: dict) -> dict:
-    """Every ordered pair at MARGIN x the class's mark; where it has none (uncalibrated), the
-    2x H200 recording's pair on NVLink, the class's host-link figure over PCIe (one Gen4 x16
-    link). Paths: NVLink, or a two-socket PCIe server (NODE within a socket, SYS across)."""
+def p2p(prof, gpus: list[dict], r2: dict, links: int | None = None) -> dict:
+    """Every ordered pair at MARGIN x the class's mark (`derived: link_rate`: MARGIN x its fraction
+    of the pair's link rate, NV<links> x 25 GB/s as `topo -m` below shows it: the GPU's NVLinks
+    unless `links` says otherwise); where it has none (uncalibrated), the 2x H200 recording's
+    pair on NVLink, the class's host-link figure over PCIe (one Gen4 x16 link). Paths: NVLink,
+    or a two-socket PCIe server (NODE within a socket, SYS across)."""
     n = len(gpus)
     nvlink = bool(gpus[0]["nvlink"]["links"])
+    links = links or gpus[0]["nvlink"]["links"]
     rec = r2["p2p_bandwidth"]["details"]["unidirectional"]["0-1"]
     pair = above(prof, "p2p_bandwidth", rec if nvlink else above(prof, "host_link_bandwidth"))
+    t = prof.criteria.get("p2p_bandwidth")
+    if t and t.extra.get("derived") == "link_rate":
+        assert nvlink, "a recorded PCIe host with a link-rate P2P rule: not recorded"
+        pair = round(MARGIN * t.value * links * judge.NVLINK_GBPS, 2)
     keys = [f"{i}-{j}" for i in range(n) for j in range(n) if i != j]
     paths = {k: "NVLINK" if nvlink else ("NODE" if int(k[0]) // 4 == int(k[-1]) // 4 else "SYS")
              for k in keys}
-    cell = f"NV{gpus[0]['nvlink']['links']}"
+    cell = f"NV{links}"
     topo = "\t" + "\t".join(f"GPU{j}" for j in range(n)) + "\n" + "".join(
         f"GPU{i}\t" + "\t".join("X" if i == j else cell if nvlink else paths[f"{i}-{j}"]
                                  for j in range(n)) + "\n" for i in range(n))
@@ -387,6 +394,11 @@ class Runs:
         where = self.base / f"{kind}-{name}"
         if kind == "sheet":
             return run(host(where, f"{name}-node", self.healthy(name)))
+        if kind == "peer-off":  # the P2P checks alone: every pair's figure healthy, GPU2 -> GPU5
+            rec = self.healthy(name)  # staged through the host
+            rec["p2p"]["peer_access"]["2-5"] = False
+            return run(host(where, f"{name}-node", rec), "--partial", "-k", "p2p",
+                       files=("acceptance/test_interconnect.py",))
         rec, hurt = fault(name, self.healthy(name))
         inv = host(where, f"{name}-node", rec)
         if kind == "no-mem-max":  # the T.Limit-only H100 by a profile asking no memory maximum: its
@@ -407,7 +419,8 @@ NEEDS = {"test_recorded_healthy_host_passes_the_whole_sheet": [("sheet", None)],
          "test_h100_tlimit_readings_only": [("faults", "h100-8x-nvlink")],
          "test_h100_tlimit_readings_give_the_absolute_thresholds": [("no-mem-max", "h100-8x-nvlink")],
          "test_l40s_without_memory_threshold_judges_its_thermals": [("sheet", "l40s-8x-pcie"),
-                                                                    ("faults", "l40s-8x-pcie")]}
+                                                                    ("faults", "l40s-8x-pcie")],
+         "test_recorded_pcie_pair_without_peer_access_fails_naming_it": [("peer-off", "a100-80gb-8x-pcie")]}
 
 
 @pytest.fixture(scope="module")
@@ -484,7 +497,7 @@ def test_recorded_healthy_host_passes_the_whole_sheet(runs, name):
 
 
 # The fault runs on one class of each shape: 1 GPU, 2 NVLink GPUs, 8 NVLink GPUs, 8 PCIe GPUs
-# without a P2P figure, the L40S (the whole sheet runs on every class)
+# (a P2P figure derived from PCIe Gen4 pair copies), the L40S (the whole sheet runs on every class)
 FAULT_CLASSES = ["h200-1x", "h200-2x-nvlink", "h100-8x-nvlink", "a100-80gb-8x-pcie", "l40s-8x-pcie"]
 
 
@@ -492,7 +505,7 @@ def test_the_fault_classes_are_shipped_and_of_every_shape():
     assert set(FAULT_CLASSES) <= set(shipped())
     counts = {CLASSES[n]["count"] for n in FAULT_CLASSES}
     assert counts == {1, 2, 8}
-    assert any("p2p_bandwidth" in profiles.load(n).uncalibrated for n in FAULT_CLASSES)
+    assert any(profiles.load(n).hardware.get("interconnect") == "pcie" for n in FAULT_CLASSES)
 
 
 @pytest.mark.parametrize("name", FAULT_CLASSES)
@@ -597,3 +610,21 @@ def test_l40s_without_memory_threshold_judges_its_thermals(runs):
     assert "GPU 5 slowdown 86 C < 89 C (T.Limit 84 C minus offset -2 C)" in r["message"], r["message"]
     assert "GPU 5 shutdown 89 C < 92 C" in r["message"] and "GPU 5 gpu_max 84 C < 87 C" in r["message"]
     assert not any(f"GPU {i} " in r["message"] for i in (0, 1, 2, 3, 4, 6, 7)), r["message"]
+
+
+def test_recorded_pcie_pair_without_peer_access_fails_naming_it(runs):
+    """8x A100 PCIe, every pair's copy at its healthy figure, but GPU2 -> GPU5 without peer
+    access (its copy staged through host memory reads about the same GB/s over PCIe):
+    p2p_bandwidth FAILs naming that pair alone and the likely cause; p2p_uniformity, which
+    judges figures only, PASSes."""
+    _, doc, out = runs("peer-off", "a100-80gb-8x-pcie")
+    res = by_criterion(doc)
+    r = res["p2p_bandwidth"]
+    assert r["status"] == "FAIL", r
+    assert "a100-80gb-8x-pcie-node: GPU2\u2192GPU5: peer access off (the copy went through host memory)" \
+        in r["message"], r["message"]
+    assert r["message"].count("\u2192") == 1, r["message"]
+    assert "likely cause: peer access off between 1 pair(s): P2P disabled" in r["message"], r["message"]
+    assert r["details"]["peer_access"]["2-5"] is False
+    assert res["p2p_uniformity"]["status"] == "PASS", res["p2p_uniformity"]
+

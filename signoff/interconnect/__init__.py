@@ -10,7 +10,10 @@ CRITERIA = {
     # retry: measured again after a miss, up to `attempts` in all (signoff/retry.py)
     "allreduce_busbw": {"type": "number", "extra": ("size", "sweep"), "retry": True, "fleet": True},
     # fleet: also judged against the median of the run's hosts of the class (signoff/outlier.py)
-    "p2p_bandwidth": {"type": "number", "retry": True, "fleet": True},  # slowest pair, unidirectional
+    # slowest pair, unidirectional; derived link_rate: a fraction of each pair's own link rate
+    # (the NVLinks between the two, else their PCIe link: judge.py), where the class has no figure
+    "p2p_bandwidth": {"type": "number", "retry": True, "fleet": True,
+                      "derived": {"link_rate": "x link rate"}},
     "p2p_uniformity": {"type": "number"},  # slowest pair / median pair, of the judged P2P attempt
 }
 PLUGIN = "signoff.interconnect.plugin"

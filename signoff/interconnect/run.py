@@ -3,12 +3,14 @@ gates its checks apply, so that Fleet.measured runs it on every selected host at
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from signoff import retry
 from signoff.check import class_guard, not_applicable
 from signoff.fleet import ProbeError
-from signoff.interconnect import SWEEP
+from signoff.interconnect import SWEEP, judge
 from signoff.units import parse_size
 
 
@@ -74,7 +76,10 @@ def p2p_doc(host, gpus, profile) -> dict:
     t = profile.criteria.get("p2p_bandwidth")
     if t is None:  # the check ERRORs on the missing threshold; nothing to retry against
         return doc
-    return retry.kept(*retry.best_of(doc, lambda: pairs(host.probe), slowest_pair, t))
+    figure = slowest_pair
+    if t.extra.get("derived") == "link_rate":  # a fraction of each pair's own link: the worst ratio
+        figure = functools.partial(judge.worst_ratio, gpus=gpus)
+    return retry.kept(*retry.best_of(doc, lambda: pairs(host.probe), figure, t))
 
 
 def slowest_pair(doc: dict):
