@@ -49,9 +49,15 @@ OWN_ENV := $(if $(INVENTORY)$(HOSTS)$(findstring --python,$(ARGS)),,$(shell \
   python3 -c "import importlib.metadata as m; m.version('torch')" >/dev/null 2>&1 || \
   echo $(VENV)/.installed-probe))
 
-# the installed command (signoff/cli.py): `pytest acceptance/` with these options
+# the installed command (signoff/cli.py): `pytest acceptance/` with these options. make exits 2
+# whatever code its recipe failed with (a FAIL's 1 too), so signoff's own code is said last; CI
+# calls `signoff run` to get it as the exit status (README: Exit codes).
 accept: venv $(OWN_ENV)
-	$(VENV)/bin/signoff run --profile $(PROFILE) $(HOST_OPTS) $(ARGS)
+	@echo "$(VENV)/bin/signoff run --profile $(PROFILE) $(HOST_OPTS) $(ARGS)"
+	@$(VENV)/bin/signoff run --profile $(PROFILE) $(HOST_OPTS) $(ARGS); code=$$?; \
+	echo "make accept: signoff exit code $$code (README: Exit codes)$$([ $$code -eq 0 ] || echo \
+	  "; make's own exit status is 2 whatever the code: in CI call signoff run, not make accept")"; \
+	exit $$code
 
 test: system $(VENV)/.installed-probe $(VENV)/.installed-dev
 	# test files in parallel, 2 at once (3 on 2 cores were no faster, and CPU-bound lab floors

@@ -71,7 +71,7 @@ def _direction(expected) -> int:
 
 def warnings(doc: dict, base: dict) -> list[str]:
     """Why a baseline may not compare with this run: another class or profile, another suite
-    version, a run that was not complete."""
+    version, a run that was not complete, or one whose checks could not measure (ERROR)."""
     now, then = doc.get("meta") or {}, base.get("meta") or {}
     out = []
     for key, what in (("profile_class", "hardware class"), ("profile", "profile"),
@@ -81,6 +81,10 @@ def warnings(doc: dict, base: dict) -> list[str]:
     if base.get("verdict") in (None, "INCOMPLETE") or then.get("partial"):
         out.append(f"it was not a complete run (verdict {base.get('verdict') or 'none'}"
                    + (f"; partial: {then['partial']}" if then.get("partial") else "") + ")")
+    elif base.get("verdict") == "ERROR":  # its checks that could not measure compare with nothing
+        n = sum(r.get("status") == "ERROR" for r in base.get("results") or [])
+        out.append(f"its verdict was ERROR (not signed off: could not measure): {n} check"
+                   f"{'s' * (n != 1)} could not measure then")
     return out
 
 

@@ -5,8 +5,9 @@
 writes a profile that `extends` the run's profile, with every figure the run measured as a
 threshold: the slowest host, GPU or pair times the margin (the hottest over the margin for a
 maximum, such as a temperature), never looser than a cited threshold of the class. Each
-`source:` names the run (UTC time, hosts, GPU serials, suite version, profile). A run with a
-FAIL, a run that was not complete and a margin outside (0, 1] are refused; the criteria it
+`source:` names the run (UTC time, hosts, GPU serials, suite version, profile). A run whose
+verdict is not PASS (a FAIL, an ERROR, a run that was not complete) and a margin outside (0, 1]
+are refused; the criteria it
 could not calibrate are listed with why."""
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def refusal(doc: dict, margin: float) -> str | None:
     guarded = sorted({r["criterion"] for r in doc["results"] if r["status"] == "NOT RUN"})
     if guarded:
         return f"checks NOT RUN ({', '.join(guarded)}): a hardware-class mismatch or an unfinished run"
+    if doc["verdict"] != "PASS":  # ERROR: a node whose checks could not measure is not known-good
+        errored = sorted({f"{r['criterion']}[{r['host']}]" for r in doc["results"] if r["status"] == "ERROR"})
+        more = " ..." if len(errored) > 6 else ""
+        return (f"its verdict is {doc['verdict']}"
+                + (f": {len(errored)} ERROR ({', '.join(errored[:6])}{more}): checks that could not "
+                   f"measure; fix the run (or the profile) and run again" if errored else ""))
     return None
 
 

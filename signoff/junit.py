@@ -47,6 +47,7 @@ def _attempts(r: dict) -> dict:
 
 
 def write(path: Path, doc: dict) -> None:
+    from signoff.results import verdict_text  # results imports this module
     records, meta = doc["results"], doc["meta"]
     counts = Counter(r["status"] for r in records)
     verdict = doc.get("verdict") or "INCOMPLETE"
@@ -55,8 +56,9 @@ def write(path: Path, doc: dict) -> None:
     failed_on = bool(meta.get("fail_on_regression") and regressed)  # the run exits 1 for them
     root = ET.Element("testsuites")
     suite = ET.SubElement(root, "testsuite", name="signoff", tests=str(len(records) + 1 + bool(base)),
-                          failures=str(counts["FAIL"] + (verdict != "PASS") + failed_on),
-                          errors=str(counts["ERROR"] + counts["NOT RUN"]), skipped=str(counts["N.A."]),
+                          failures=str(counts["FAIL"] + (verdict not in ("PASS", "ERROR")) + failed_on),
+                          errors=str(counts["ERROR"] + counts["NOT RUN"] + (verdict == "ERROR")),
+                          skipped=str(counts["N.A."]),
                           timestamp=str(meta.get("started", "")),
                           time=f"{sum(r.get('duration_s', 0) for r in records):.3f}")
     _props(suite, {"verdict": verdict, "profile": meta.get("profile"),
@@ -68,10 +70,11 @@ def write(path: Path, doc: dict) -> None:
               r.get("message") or "", r.get("duration_s", 0.0),
               {"host": r["host"], "measured": r.get("measured"), "expected": r.get("expected"),
                "unit": r.get("unit"), "source": r.get("source"), **_attempts(r)})
-    # CI jobs that only count testcases must still see a partial or failed sign-off.
+    # CI jobs that only count testcases must still see a partial or failed sign-off; an ERROR
+    # verdict (could not measure) is an <error>, as its checks are, not a <failure> of the hardware.
     why = meta.get("partial") or ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    _case(suite, "signoff", "verdict", "PASS" if verdict == "PASS" else "FAIL",
-          f"sign-off verdict {verdict}: {why}", 0.0, {"verdict": verdict})
+    _case(suite, "signoff", "verdict", verdict if verdict in ("PASS", "ERROR") else "FAIL",
+          f"sign-off verdict {verdict_text(verdict)}: {why}", 0.0, {"verdict": verdict})
     if base:  # the regressions a CI page lists; a failure where they fail the run
         text = (f"{regressed} regression{'s' * (regressed != 1)} against {base.get('name')}"
                 + (" (--fail-on-regression: the run fails)" if failed_on else ""))

@@ -37,7 +37,7 @@ from signoff.check import NA_PREFIX, Check
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, Fleet, HostSession, ProbeError, lacks, new_run_id
 from signoff.report import FOLDED
 from signoff.report import status_class as report_status_class
-from signoff.results import ALL, STATUSES, Results, not_reported, split_nodeid, worse
+from signoff.results import ALL, STATUSES, Results, not_reported, split_nodeid, verdict_text, worse
 from signoff.transport import HostUnreachable
 
 # Each family's options, fixtures and hooks (signoff/<family>/plugin.py).
@@ -953,7 +953,7 @@ class Recorder:
         meta = doc["meta"]
         tr.section("signoff")
         counts = Counter(r["status"] for r in doc["results"])
-        tr.write_line(f"verdict: {doc['verdict']}  (profile {doc['meta'].get('profile')}; "
+        tr.write_line(f"verdict: {verdict_text(doc['verdict'])}  (profile {doc['meta'].get('profile')}; "
                       + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
         if doc["meta"].get("probe_env"):
             tr.write_line(f"  {report.probe_env_text(doc['meta'])}", yellow=True)

@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 
 from signoff import families, hostlist, paths, retry
-from signoff.results import ALL, STATUSES
+from signoff.results import ALL, STATUSES, VERDICT_MEANS, verdict_text
 
 STYLE = """<style>
 .so-table{border-collapse:collapse;margin:6px 0 16px}
@@ -238,8 +238,9 @@ def cover(verdict: str, doc: dict) -> str:
                       for s in STATUSES if counts[s])
     hosts = meta.get("hosts", [])
     return (f"{STYLE}<div class='so-cover'><h2>Sign-off verdict: "
-            f"<span class='so-verdict {status_class('PASS' if verdict == 'PASS' else 'FAIL')}'>"
-            f"{escape(verdict)}</span></h2>"
+            f"<span class='so-verdict {status_class(verdict if verdict in ('PASS', 'ERROR') else 'FAIL')}'>"
+            f"{escape(verdict)}</span>"
+            + (f" ({escape(VERDICT_MEANS[verdict])})" if verdict in VERDICT_MEANS else "") + "</h2>"
             + (f"<h3>To fix</h3><ul>{''.join(lines[:COVER_LINES])}</ul>" if lines
                else "<p>Nothing failed.</p>")
             + (f"<details><summary>{len(lines) - COVER_LINES} more to fix</summary><ul>"
@@ -715,7 +716,7 @@ def markdown(doc: dict) -> str:
     """report.md: the cover for a CI job page or a ticket."""
     meta = doc["meta"]
     counts = Counter(r["status"] for r in doc["results"])
-    out = [f"# GPU cluster sign-off: {doc.get('verdict') or 'INCOMPLETE'}", "",
+    out = [f"# GPU cluster sign-off: {verdict_text(doc.get('verdict') or 'INCOMPLETE')}", "",
            *([f"**{md_text(partial_text(meta))}**", ""] if meta.get("partial") else []),
            *([f"**{md_text(failed_on_regression(doc))}**", ""] if failed_on_regression(doc) else []),
            f"Profile **{meta.get('profile')}** {profile_class_text(meta)}; "

@@ -43,15 +43,28 @@ def worse(a: str | None, b: str) -> str:
 
 def verdict(records: list[dict]) -> str:
     """PASS only when every check that applies ran and passed: a check that did not run
-    is never a pass."""
+    is never a pass. FAIL where a check measured outside its threshold (it outranks the rest);
+    ERROR where none did but some could not measure: a provider reading FAIL reads "the
+    hardware failed", which nothing measured says."""
     statuses = [r["status"] for r in records]
     if not statuses or all(s == "N.A." for s in statuses):
         return "INCOMPLETE"
-    if any(s in ("FAIL", "ERROR") for s in statuses):
+    if "FAIL" in statuses:
         return "FAIL"
+    if "ERROR" in statuses:
+        return "ERROR"
     if any(s == "NOT RUN" for s in statuses):
         return "INCOMPLETE"
     return "PASS"
+
+
+# Said beside the word wherever a verdict is shown (results.json's `verdict` keeps the word
+# alone): a bare ERROR reads as a fault of the hardware, which nothing measured says.
+VERDICT_MEANS = {"ERROR": "not signed off: could not measure"}
+
+
+def verdict_text(v: str) -> str:
+    return f"{v} ({VERDICT_MEANS[v]})" if v in VERDICT_MEANS else v
 
 
 # The exit code of an acceptance run (README: Exit codes), so CI can tell "the hardware failed"
@@ -77,7 +90,7 @@ def exit_code(doc: dict) -> tuple[int, str]:
                                f"baseline (--fail-on-regression)")
         return EXIT_PASS, "PASS"
     said = ", ".join(f"{n[s]} {s}" for s in ("FAIL", "ERROR", "NOT RUN") if n[s])
-    if v == "FAIL":
+    if v in ("FAIL", "ERROR"):  # an earlier run's FAIL may be ERRORs only (before the word ERROR)
         return (EXIT_FAIL, f"FAIL: {said}") if n["FAIL"] else (EXIT_ERROR, f"ERROR: no FAIL, but {said}")
     if meta.get("interrupted"):
         return EXIT_INCOMPLETE, f"INCOMPLETE: the run was {'killed' if meta.get('killed') else 'interrupted'}"

@@ -96,6 +96,8 @@ def test_never_looser_than_a_cited_threshold(tmp_path):
      "the run was not complete (12 checks of the sign-off sheet not judged)"),
     (lambda d: d.update(verdict=None), "the run was not complete (its verdict is INCOMPLETE)"),
     (lambda d: d["results"][0].update(status="NOT RUN"), "checks NOT RUN (gpu_model)"),
+    (lambda d: d.update(verdict="ERROR"), "its verdict is ERROR: 1 ERROR (xid_history[localhost]): checks "
+     "that could not measure"),  # the recording's own ERROR: the XID history a VM's log could not cover
 ])
 def test_a_run_that_is_not_known_good_is_refused(tmp_path, change, why):
     if change is None:  # the recording as it is: its storage FAILs

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 # Every local run takes this machine's run lock: wait for another one (a concurrent test
 # process on a shared machine), never ERROR "in use by another signoff run".
@@ -167,3 +169,28 @@ def test_the_terminal_names_the_html_report_where_it_was_written(tmp_path):
                            text=True, timeout=60).stdout
     for opt, default in (("--connect-timeout", "10"), ("--probe-timeout", "180")):
         assert re.search(rf"{opt}=\S+\s+[^-]*?\(default\s+{default}\)", helps), opt
+
+
+@pytest.mark.parametrize("verdict, code", [("FAIL", 1), ("ERROR", 2)])
+def test_make_accept_says_signoffs_exit_code_which_make_turns_into_2(tmp_path, verdict, code):
+    """make exits 2 for any failed recipe: `make accept` says signoff's own code (README: Exit
+    codes) and that CI calls `signoff run`. FAIL: a limit no CPU reaches; ERROR: probes in a
+    Python without torch."""
+    prof = tmp_path / "p.yaml"
+    prof.write_text("extends: local\ncriteria:\n  allreduce_busbw: {min: 100000, unit: GB/s, size: 1M, "
+                    "sweep: [1M, 1M], source: 'a limit no CPU reaches, to make this check FAIL'}\n")
+    python = sys.executable
+    if verdict == "ERROR":
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+        python = str(tmp_path / "bare" / "bin" / "python")
+    venv = sys.prefix  # the venv running these tests: -o, never rebuilt by this make
+    p = subprocess.run(["make", "-o", f"{venv}/.installed", "accept", f"VENV={venv}", f"PROFILE={prof}",
+                        f"ARGS=--python {python} {' '.join(LOCK_WAIT)} --report-dir {tmp_path / 'r'} "
+                        "-k allreduce_busbw --partial"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=400)
+    doc = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert doc["verdict"] == verdict and doc["meta"]["exit_code"] == code, p.stdout[-3000:]
+    assert p.returncode == 2, p.stdout[-3000:]  # make's own, whatever the recipe's
+    assert (f"make accept: signoff exit code {code} (README: Exit codes); make's own exit status is 2 "
+            "whatever the code: in CI call signoff run, not make accept") in p.stdout, p.stdout[-3000:]
+    assert f"Error {code}" in p.stderr  # make's own line names the recipe's code too

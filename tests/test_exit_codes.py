@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from signoff import report
+from signoff import baseline, calibrate, report
 from signoff.results import Results, rebuild
 
 CHECKS = '''
@@ -110,15 +110,46 @@ def test_a_regression_fails_a_pass_only_when_asked_and_a_killed_run_is_incomplet
 
 def test_an_error_only_run_exits_2_in_signoffs_words(tmp_path):
     """pytest said '1 failed, 1 passed, 1 skipped' and exit 1 for this run; -r lines name the
-    check's status, and --tb still shows pytest's sections."""
+    check's status, and --tb still shows pytest's sections. Its verdict is ERROR, not FAIL (a
+    provider reads FAIL as "the hardware failed"), in every output."""
     rc, out, doc, suite = judge(tmp_path, "--partial", "-k", "ok or err or na", "-rfEs", "--tb=short")
-    assert rc == 2 and doc["verdict"] == "FAIL" and doc["meta"]["exit_code"] == 2, out
+    assert rc == 2 and doc["verdict"] == "ERROR" and doc["meta"]["exit_code"] == 2, out
     assert props(suite)["exit_code"] == "2" and "exit code 2: ERROR: no FAIL, but 1 ERROR" in out
+    assert "verdict: ERROR (not signed off: could not measure)  (profile local; " in out
+    assert props(suite)["verdict"] == "ERROR" and suite.get("failures") == "0" and suite.get("errors") == "2"
+    error = suite.find("testcase[@name='verdict']/error")  # an <error> as its checks, not a <failure>
+    assert error.get("type") == "ERROR" and error.get("message").startswith(
+        "sign-off verdict ERROR (not signed off: could not measure): ")
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert md.startswith("# GPU cluster sign-off: ERROR (not signed off: could not measure)\n"), md[:200]
+    assert "<span class='so-verdict so-ERROR'>ERROR</span> (not signed off: could not measure)</h2>" \
+        in report.cover(doc["verdict"], doc)
     assert re.search(r"test_made_up\.py \.E- +\[100%\]", out), out  # one letter per check
     closing = out.strip().splitlines()[-1]
     assert re.fullmatch(r"=+ 24 deselected, 1 PASS, 1 ERROR, 1 N\.A\. in [\d.]+s =+", closing), closing
     assert "ERROR test_made_up.py::test_err - h1: unreachable" in out  # -rE, not 'FAILED'
     assert "N.A. [1] " in out and "FAILED" not in out and "= FAILURES =" in out  # --tb's section
+
+
+def test_a_fail_outranks_errors_in_every_output(tmp_path):
+    rc, out, doc, suite = judge(tmp_path, "--partial", "-k", "ok or bad or err")
+    assert rc == 1 and doc["verdict"] == "FAIL" and props(suite)["verdict"] == "FAIL", out
+    assert "verdict: FAIL  (profile local; ERROR 1, FAIL 1, PASS 1)" in out and "could not measure" not in out
+    failure = suite.find("testcase[@name='verdict']/failure")
+    assert failure.get("message").startswith("sign-off verdict FAIL: ")
+    assert (tmp_path / "r" / "report.md").read_text().startswith("# GPU cluster sign-off: FAIL\n")
+    assert "<span class='so-verdict so-FAIL'>FAIL</span></h2>" in report.cover(doc["verdict"], doc)
+
+
+def test_an_error_run_is_no_known_good_run_and_a_baseline_of_one_is_flagged():
+    then = {"meta": {"run": "r0"}, "verdict": "ERROR", "hosts": {},
+            "results": [rec("PASS"), rec("ERROR", "d"), rec("ERROR", "e")]}
+    assert calibrate.refusal(then, 0.9) == ("its verdict is ERROR: 2 ERROR (d[h], e[h]): checks that could "
+                                            "not measure; fix the run (or the profile) and run again")
+    now = {"meta": {"run": "r1"}, "verdict": "PASS", "results": [rec("PASS")]}
+    got = baseline.compare(now, then, 0.05, "r0")["warnings"]
+    said = "its verdict was ERROR (not signed off: could not measure): 2 checks could not measure then"
+    assert got == [said]
 
 
 def test_an_interrupted_run_exits_3_not_pytests_2(tmp_path):

@@ -400,7 +400,7 @@ def test_second_run_on_the_same_hosts_is_refused_naming_the_first(lab, tmp_path)
     finally:
         first.send_signal(signal.SIGINT)
         first.wait(timeout=60)
-    assert rc == 2 and res["verdict"] == "FAIL", out  # ERROR-only: README, Exit codes
+    assert rc == 2 and res["verdict"] == "ERROR", out  # ERROR-only: README, Exit codes
     for r in res["results"]:
         assert r["status"] == "ERROR", r
         assert f"{r['host']}: in use by another signoff run: run {owner} by " in r["message"], r

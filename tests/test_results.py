@@ -47,7 +47,9 @@ def recs(*statuses: str) -> list[dict]:
 @pytest.mark.parametrize("statuses, want", [
     (("PASS", "PASS"), "PASS"),
     (("PASS", "FAIL"), "FAIL"),
-    (("PASS", "ERROR"), "FAIL"),
+    (("PASS", "ERROR"), "ERROR"),  # could not measure: not a FAIL of the hardware
+    (("ERROR", "FAIL", "ERROR"), "FAIL"),  # a FAIL outranks the rest
+    (("ERROR", "NOT RUN"), "ERROR"),
     (("NOT RUN", "FAIL"), "FAIL"),
     (("PASS", "NOT RUN"), "INCOMPLETE"),
     (("N.A.", "N.A."), "INCOMPLETE"),

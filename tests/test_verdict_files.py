@@ -120,3 +120,28 @@ def test_a_reused_report_dir_holds_this_run_alone(tmp_path):
     assert not (rd / "hosts" / "ghost017.json").exists() and not (rd / "soak").exists()
     assert "ghost017" not in (rd / "report.html").read_text()
     assert (rd / "notes.txt").read_text() == "the user's own file"  # only the run's own files go
+
+
+def test_an_error_only_local_run_reads_error_in_every_output(tmp_path):
+    """The probes' interpreter lacks torch (issue 29: `--python /usr/bin/python3`): nothing is
+    judged outside a threshold, so the verdict is ERROR ("not signed off: could not measure"),
+    not FAIL, in the terminal, report.md, results.json, junit.xml and the cover; exit 2."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    rd = tmp_path / "r"
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    p = run("--report-dir", str(rd), "--profile", QUICK, "--python", bare,
+            "-k", "allreduce_correct or allreduce_busbw or ecc_enabled", "--partial")
+    assert (rd / "results.json").exists(), (p.stdout, p.stderr)
+    doc = json.loads((rd / "results.json").read_text())
+    assert {r["status"] for r in doc["results"]} == {"ERROR", "N.A."}, p.stdout
+    assert doc["verdict"] == "ERROR" and p.returncode == 2 and doc["meta"]["exit_code"] == 2, p.stdout
+    said = "ERROR (not signed off: could not measure)"
+    assert f"verdict: {said}  (profile " in p.stdout
+    assert "exit code 2: ERROR: no FAIL, but 2 ERROR" in p.stdout
+    assert (rd / "report.md").read_text().startswith(f"# GPU cluster sign-off: {said}\n")
+    junit, suite = junit_statuses(rd / "junit.xml")
+    assert junit["signoff::verdict"] == "ERROR" and suite.find("properties/property[@name='verdict']").get(
+        "value") == "ERROR" and suite.get("failures") == "0"
+    assert f"sign-off verdict {said}: " in (rd / "junit.xml").read_text()
+    assert "<span class='so-verdict so-ERROR'>ERROR</span> (not signed off: could not measure)" in (
+        rd / "report.html").read_text()
