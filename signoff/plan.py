@@ -5,6 +5,7 @@ is measured and no report is written."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from signoff import catalog, families, hostlist, paths, profiles
@@ -56,7 +57,8 @@ def profile_text(prof: profiles.Profile) -> str:
     r = profiles.resolved(prof)  # every key of every criterion, with the file that set it
     chain = " < ".join(shown(f) for f in reversed(r.get("extends") or [])) or shown(r["path"])
     lines = [f"profile {r['profile']}: {r['description']}"
-             + ("  (abstract: a class base, not for --profile)" if r["abstract"] else ""),
+             + ("  (abstract: a class base: --profile picks its variant from the hosts' NVML)"
+                if r["abstract"] else ""),
              f"  class: {prof.describe_class()}",
              f"  files: {chain}  (after each limit: the file that set it; a key set by another file: which)",
              "hardware: " + ", ".join(f"{k} {_value(v)}" for k, v in r["hardware"].items() if v is not None)]
@@ -70,6 +72,29 @@ def profile_text(prof: profiles.Profile) -> str:
     for name, entry in r["criteria"].items():
         lines += criterion_lines(prof, name, entry)
     return "\n".join(lines)
+
+
+def by_variant(entry, kids: list[profiles.Profile]) -> str:
+    """What a check is judged against under a class base whose variant the hosts pick: each item
+    (hardware key, threshold) once where every variant has the same, else each variant's."""
+    per = []
+    for k in kids:
+        crits = profiles.resolved(k)["criteria"]
+        per.append(catalog.judged_by(entry, k, lambda n, c=crits: next(
+            (shown(c[n][key]["from"]) for key in profiles.LIMIT_KEYS if c.get(n, {}).get(key)), None),
+            sources=False))
+    out = []
+    for i in range(max(map(len, per))):
+        items = [p[i] if i < len(p) else "none" for p in per]
+        bare = {re.sub(r" \[[^\]]*\]$", "", x) for x in items}  # less the file that set it
+        if len(set(items)) == 1:
+            out.append(items[0])
+        elif len(bare) == 1:  # the same limit, set in each variant's file
+            files = [m.group(1) for x in items if (m := re.search(r" \[([^\]]*)\]$", x))]
+            out.append(f"{bare.pop()} [{' / '.join(dict.fromkeys(files))}]")
+        else:
+            out.append(" | ".join(f"{k.name}: {x}" for k, x in zip(kids, items)))
+    return "; ".join(out)
 
 
 def auto_pick(config, state) -> tuple[profiles.Profile, dict[str, str]]:
@@ -116,10 +141,18 @@ def text(config, state, targets: list[Path], contact: bool = True) -> str:
     lines = ["signoff plan: what `signoff run` with these options would do (nothing is measured, "
              "no report written)",
              f"hosts: {len(names)} from {inv.source}: {hostlist.fold(names)}  ({launcher})"]
+    kids = profiles.variants(state.class_base) if state.class_base else []
     if prof is None and contact:
         prof, silent = auto_pick(config, state)
-        lines.append(f"--profile auto picks {prof.name} on these hosts (asked for their sysinfo)"
-                     + (f"; no answer from {plugin.causes(silent)}" if silent else ""))
+        lines.append(f"--profile {state.profile_arg} picks {prof.name} on these hosts (asked for their "
+                     f"sysinfo)" + (f"; no answer from {plugin.causes(silent)}" if silent else ""))
+        lines.append(f"  {state.pick}")
+    elif prof is None and kids:
+        lines.append(f"--profile {state.profile_arg}: a class base: the variant is picked at the start of "
+                     f"the run from the hosts' NVML (the majority of its hosts) among "
+                     + ", ".join(f"{k.name} ({k.describe_class()})" for k in kids)
+                     + "; a host of none of them FAILs the pick's class checks; without --no-contact "
+                       "the plan asks them. Thresholds below: each variant's where they differ")
     elif prof is None:
         lines.append("--profile auto: picked at the start of the run from the hosts' sysinfo "
                      "(no GPU: local); without --no-contact the plan asks them")
@@ -134,8 +167,9 @@ def text(config, state, targets: list[Path], contact: bool = True) -> str:
                  + (f" (--only: {', '.join(sorted(files))})" if len(picked) < len(everything) else ""))
     if len(picked) < len(everything) and not config.getoption("partial"):
         lines.append("  a run of a part of the sheet is INCOMPLETE unless --partial is given")
-    if prof is not None:
-        lines.append(profile_text(prof).split("\n", 1)[0].replace("profile ", "profile: ", 1))
+    if prof is not None or kids:
+        head = profile_text(prof or state.class_base).split("\n", 1)[0]
+        lines.append(head.replace("profile ", "profile: ", 1))
     for scope in dict.fromkeys(e.scope for e in picked):
         ids = cols.get(scope, [])
         if scope == "host":
@@ -149,13 +183,19 @@ def text(config, state, targets: list[Path], contact: bool = True) -> str:
         for e in picked:
             if e.scope == scope:
                 what = "; ".join(catalog.judged_by(e, prof, origin, sources=False)) if prof else \
+                    by_variant(e, kids) if kids else \
                     ", ".join([*(f"hardware.{k}" for k in e.hardware), *e.thresholds]) or "no threshold"
                 lines.append(f"  {e.criterion:{width}}  {e.family:12} {what}")
-    if prof is not None:
-        est = _estimates(config, prof, {e.criterion for e in picked}, cols,
-                         [p for p, _ in cases.get("pair", [])])
-        if est:
-            lines.append("long measurements (their own time; start-up, retries and the other checks "
-                         "come on top):")
+    ests = {each.name: _estimates(config, each, {e.criterion for e in picked}, cols,
+                                  [p for p, _ in cases.get("pair", [])])
+            for each in ([prof] if prof is not None else kids)}
+    if len({tuple(e) for e in ests.values()}) > 1:  # a class base's variants: each's sizes
+        for name, est in ests.items():
+            lines.append(f"long measurements under {name} (their own time; start-up, retries "
+                         f"and the other checks come on top):")
             lines += [f"  {x}" for x in est]
+    elif ests and (est := next(iter(ests.values()))):
+        lines.append("long measurements (their own time; start-up, retries and the other checks "
+                     "come on top):")
+        lines += [f"  {x}" for x in est]
     return "\n".join(lines)

@@ -52,6 +52,8 @@ class State:
     inventory: inventory.Inventory
     profile: profiles.Profile | None  # None until --profile auto has seen the hosts
     profile_arg: str
+    class_base: profiles.Profile | None = None  # --profile BASE (abstract): its variant is picked
+    pick: str = ""  # how the profile was picked from the hosts' NVML (auto or a class base)
     report_dir: Path | None = None
     results: Results | None = None
     status: dict = field(default_factory=dict)
@@ -219,18 +221,19 @@ def pytest_configure(config):
         inv = _load_inventory(config)
         arg = config.getoption("profile")
         prof = None if arg == "auto" else profiles.load(arg)
-        if prof is not None and prof.abstract:  # its gaps would ERROR on every healthy host
-            kids = [n for n in profiles.available()
-                    if prof.name in (k := profiles.load(n)).chain and not k.abstract]
-            raise InputError(f"--profile {arg}: {prof.name} is a class base (abstract: true), not a "
-                             f"profile to sign off with: use {', '.join(kids) or 'one that extends it'} "
-                             f"(or --profile auto)")
+        klass = None
+        if prof is not None and prof.abstract:  # its gaps would ERROR on every healthy host: the
+            # hosts' NVML picks the variant that extends it (pick_profile), as auto does among all
+            if not profiles.variants(prof):
+                raise InputError(f"--profile {arg}: {prof.name} is a class base (abstract: true) that "
+                                 f"no profile beside it extends: use one that extends it (or --profile auto)")
+            klass, prof = prof, None
         config.hook.pytest_signoff_check_options(config=config, inventory=inv, profile=prof)
         tolerance = baseline.tolerance_arg(config.getoption("baseline_tolerance"))
         base = baseline.load(config.getoption("baseline")) if config.getoption("baseline") else None
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
-    state = State(inv, prof, arg, run_id=new_run_id(), base=base, tolerance=tolerance,
+    state = State(inv, prof, arg, klass, run_id=new_run_id(), base=base, tolerance=tolerance,
                   job=slurm.allocation()[0] if launcher(config) == "slurm" else None)
     config.stash[STATE] = state
     if not _is_acceptance_run(config):
@@ -255,7 +258,9 @@ def pytest_configure(config):
         config.option.htmlpath = str(rd / "report.html")
         config.option.self_contained_html = True
     state.results = Results(rd / "results.json", {
-        "profile": prof.name if prof else "auto",
+        "profile": prof.name if prof else klass.name if klass else "auto",  # the pick's, once picked
+        "profile_requested": arg,
+        **({"profile_variants": [k.name for k in profiles.variants(klass)]} if klass else {}),
         "profile_path": str(prof.path) if prof else None,  # what a calibrated profile extends
         "profile_class": prof.describe_class() if prof else "",
         "inventory": inv.source,
@@ -574,13 +579,19 @@ def _fold_any(names) -> str:
 
 @pytest.fixture(scope="session")
 def profile(pytestconfig, fleet) -> profiles.Profile:
-    return pick_profile(pytestconfig.stash[STATE], fleet)
+    state = pytestconfig.stash[STATE]
+    picking = state.profile is None
+    prof = pick_profile(state, fleet)
+    if picking:  # which variant (or class) the hosts' NVML picked, said before any check of it
+        Terminal(pytestconfig).say(f"profile {state.pick}")
+    return prof
 
 
 def pick_profile(state: State, fleet: Fleet) -> profiles.Profile:
-    """The run's profile: --profile's, or under auto the majority class of the hosts' sysinfo
-    (`signoff plan` asks the same vote)."""
+    """The run's profile: --profile's, or under auto the majority class of the hosts' sysinfo,
+    under a class base its variant of the majority of its hosts (`signoff plan` asks the same vote)."""
     if state.profile is None:
+        asked = f"--profile {state.profile_arg}"
         facts = fleet.all_facts()
         views = [HostView(n, f, None) for n, f in facts.items() if isinstance(f, dict)]
         # A host whose GPUs NVML cannot see is left out of the vote (a broken driver must not
@@ -590,16 +601,22 @@ def pick_profile(state: State, fleet: Fleet) -> profiles.Profile:
             hidden = {v.name: v.hidden_gpus for v in views if v.hidden_gpus}
             if hidden:
                 fix = "" if all(v.lacks_nvml for v in views if v.hidden_gpus) else "fix NVML or "
-                raise InputError(f"--profile auto: {causes(hidden)}; {fix}pass --profile")
+                raise InputError(f"{asked}: {causes(hidden)}; {fix}pass --profile")
             why = {n: str(e) for n, e in facts.items() if isinstance(e, Exception)}
-            raise InputError(f"--profile auto: no host answered, so no hardware class to match: "
+            raise InputError(f"{asked}: no host answered, so no hardware class to match: "
                              f"{causes(why)}")
-        # The majority's class picks the profile; an odd host then fails its class checks.
-        key, _ = Counter(tuple(sorted(h.items())) for h in seen).most_common(1)[0]
-        state.profile = profiles.auto_select(dict(key))
+        if state.class_base is not None:
+            state.profile, state.pick = profiles.pick_variant(
+                state.class_base, {v.name: v.hardware for v in views if not v.hidden_gpus})
+        else:
+            # The majority's class picks the profile; an odd host then fails its class checks.
+            key, _ = Counter(tuple(sorted(h.items())) for h in seen).most_common(1)[0]
+            state.profile = profiles.auto_select(dict(key))
+            state.pick = f"auto: picked {state.profile.name} from the hosts' NVML " \
+                         f"({profiles.hardware_text(dict(key))})"
         if state.results:
             state.results.set_meta(profile=state.profile.name, profile_path=str(state.profile.path),
-                                   profile_class=state.profile.describe_class())
+                                   profile_class=state.profile.describe_class(), profile_pick=state.pick)
     return state.profile
 
 
@@ -955,6 +972,8 @@ class Recorder:
         counts = Counter(r["status"] for r in doc["results"])
         tr.write_line(f"verdict: {verdict_text(doc['verdict'])}  (profile {doc['meta'].get('profile')}; "
                       + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
+        if meta.get("profile_pick"):
+            tr.write_line(f"  profile {meta['profile_pick']}")
         if doc["meta"].get("probe_env"):
             tr.write_line(f"  {report.probe_env_text(doc['meta'])}", yellow=True)
         if meta.get("partial"):

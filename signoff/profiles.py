@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, families, outlier, paths, retry
+from signoff import InputError, families, hostlist, outlier, paths, retry
 from signoff.units import parse_fraction, version_tuple
 
 PROFILE_DIR = paths.thresholds_dir()  # the clone's, or the installed sheet's (signoff/paths.py)
@@ -453,8 +453,8 @@ def available(base_dir: Path = PROFILE_DIR) -> list[str]:
 
 def concrete(base_dir: Path = PROFILE_DIR) -> list[str]:
     """The profiles one signs off with: available() less the class bases (`abstract: true`, the
-    file's own key: it is not inherited), which --profile refuses. A file that does not parse is
-    kept: loading it says what is wrong."""
+    file's own key: it is not inherited), whose variant --profile picks (variants()). A file
+    that does not parse is kept: loading it says what is wrong."""
     out = []
     for name in available(base_dir):
         try:
@@ -480,6 +480,57 @@ def matches(profile: Profile, hw: dict) -> list[str]:
     if want.get("interconnect") == "pcie" and hw.get("nvlink"):
         why.append("NVLink present where a PCIe-only class is expected")
     return why
+
+
+def variants(base: Profile) -> list[Profile]:
+    """The concrete profiles beside a class base (in its own directory) that extend it: what
+    `--profile BASE` picks from by the hosts' NVML (pick_variant)."""
+    where, own = Path(base.path).parent, Path(base.path).resolve()
+    return [p for p in (load(n, where) for n in concrete(where))
+            if any(Path(f).resolve() == own for f in p.files[:-1])]
+
+
+def in_class(hw: dict, candidates: list[Profile]) -> list[Profile]:
+    """The candidates whose class a host's hardware is of (no GPU: those that need none)."""
+    if not hw.get("gpu_count"):
+        return [p for p in candidates if not p.gpu_required]
+    return [p for p in candidates if p.gpu_required and not matches(p, hw)]
+
+
+def hardware_text(hw: dict) -> str:
+    link = "NVLink" if hw.get("nvlink") else "no NVLink"
+    return f"{hw.get('gpu_count')} x {hw.get('gpu_model')} ({link})" if hw.get("gpu_count") else "no GPU"
+
+
+def pick_variant(base: Profile, hosts: dict[str, dict]) -> tuple[Profile, str]:
+    """`--profile BASE` (a class base): the variant the majority of the hosts of its class are
+    of, by their NVML hardware (`hosts`: name -> gpu_model, gpu_count, nvlink), as --profile auto
+    picks among every profile; and the line that says so. A host of none of its variants does
+    not vote: judged by the pick, it FAILs its class checks, as under any profile of another
+    class. No host of any variant: refused, naming each host's hardware."""
+    kids = variants(base)
+    votes: dict[str, list[str]] = {}
+    for name, hw in hosts.items():
+        found = in_class(hw, kids)
+        if len(found) > 1:
+            raise InputError(f"--profile {base.name}: {name}'s {hardware_text(hw)} is of several of "
+                             f"its variants: {', '.join(p.name for p in found)}; pass --profile NAME")
+        if found:
+            votes.setdefault(found[0].name, []).append(name)
+    if not votes:
+        raise InputError(f"--profile {base.name}: no host is of a variant of this class ("
+                         + ", ".join(f"{k.name}: {k.describe_class()}" for k in kids) + "): "
+                         + "; ".join(f"{n}: {hardware_text(hw)}" for n, hw in hosts.items())
+                         + " (pass the profile of their class, or --profile auto)")
+    pick = max(votes, key=lambda k: len(votes[k]))  # the first of a tie, in host order
+    prof = next(k for k in kids if k.name == pick)
+    models = sorted({hosts[n].get("gpu_model") or "no GPU" for n in votes[pick]})
+    line = f"{base.name}: picked {pick} from the hosts' NVML ({', '.join(models)})"
+    others = [n for n in hosts if n not in votes[pick]]
+    if others:
+        line += (f" on {len(votes[pick])} of {len(hosts)} hosts; {hostlist.fold(others)}: not of it "
+                 f"(FAIL its class checks)")
+    return prof, line
 
 
 def auto_select(hw: dict, base_dir: Path = PROFILE_DIR) -> Profile:

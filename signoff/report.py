@@ -181,6 +181,9 @@ def profile_class_text(meta: dict) -> str:
     that none was picked (not an empty '()')."""
     if meta.get("profile_class"):
         return f"({meta['profile_class']})"
+    if meta.get("profile_variants"):  # a class base whose variant no host's NVML picked
+        return f"(a class base: none of its variants {', '.join(meta['profile_variants'])} picked " \
+               f"from the hosts' NVML)"
     return "(none picked: no host's sysinfo to match)" if meta.get("profile") == "auto" else "(no class)"
 
 
@@ -255,7 +258,9 @@ def cover(verdict: str, doc: dict) -> str:
                if (again := retried(records)) else "")
             + f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
             f"{escape(profile_class_text(meta))}; hosts ({len(hosts)}): "
-            f"{escape(hosts_text(hosts))}<br>{escape(run_line(meta))}"
+            f"{escape(hosts_text(hosts))}"
+            + (f"<br>Profile {escape(meta['profile_pick'])}" if meta.get("profile_pick") else "")
+            + f"<br>{escape(run_line(meta))}"
             + (f"<br><b>{escape(excluded_text(meta))}</b>" if meta.get("excluded") else "")
             + f"<br>Launcher: {escape(launcher(meta, records))}"
             + (f"<br><b>{escape(probe_env_text(meta))}</b>" if meta.get("probe_env") else "")
@@ -721,6 +726,7 @@ def markdown(doc: dict) -> str:
            *([f"**{md_text(failed_on_regression(doc))}**", ""] if failed_on_regression(doc) else []),
            f"Profile **{meta.get('profile')}** {profile_class_text(meta)}; "
            f"hosts: {hosts_text(meta.get('hosts', []))}  ",
+           *([f"Profile {md_text(meta['profile_pick'])}  "] if meta.get("profile_pick") else []),
            run_line(meta), "",
            *([f"**{md_text(excluded_text(meta))}**", ""] if meta.get("excluded") else []),
            *([f"**{probe_env_text(meta)}**", ""] if meta.get("probe_env") else []),

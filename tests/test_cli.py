@@ -151,10 +151,13 @@ def test_all_pairs_run_in_n_minus_1_rounds():
         assert len(rounds(pairs)) == (n - 1 if n % 2 == 0 else n)
 
 
-def test_a_class_base_profile_is_refused_naming_the_profiles_that_extend_it():
-    p = run("--profile", "a100-8x-nvlink", "-k", "gpu_count")
-    _one_clear_message(p, "--profile a100-8x-nvlink: a100-8x-nvlink is a class base (abstract: true)",
-                       "use a100-40gb-8x-nvlink, a100-80gb-8x-nvlink (or --profile auto)")
+def test_a_class_base_no_profile_extends_is_refused(tmp_path):
+    """A class base picks its variant from the hosts' NVML (tests/test_class_base.py); one that no
+    profile beside it extends has none to pick: its gaps would ERROR on every healthy host."""
+    (tmp_path / "base.yaml").write_text("abstract: true\nextends: nvidia-base\n")
+    p = run("--profile", str(tmp_path / "base.yaml"), "-k", "gpu_count")
+    _one_clear_message(p, f"--profile {tmp_path / 'base.yaml'}: base is a class base (abstract: true) "
+                       "that no profile beside it extends: use one that extends it (or --profile auto)")
 
 
 def test_the_terminal_names_the_html_report_where_it_was_written(tmp_path):

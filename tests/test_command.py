@@ -88,7 +88,8 @@ def test_show_profile_says_where_each_key_comes_from(tmp_path, capsys):
     assert re.search(r"size 128M  \[thresholds/local\.yaml\]", block)
     assert re.search(r"runtime 1  \[thresholds/local\.yaml\]", block)
     rc, out, _ = main(capsys, "show-profile", "nvidia-base")
-    assert rc == 0 and "(abstract: a class base, not for --profile)" in out.splitlines()[0]
+    assert rc == 0 and "(abstract: a class base: --profile picks its variant from the hosts' NVML)" \
+        in out.splitlines()[0]
 
 
 def reports(where: Path) -> set[Path]:
@@ -130,7 +131,7 @@ def test_plan_auto_asks_the_hosts(tmp_path):
 
 
 @pytest.mark.parametrize("args, said", [
-    (("--profile", "nvidia-base"), "nvidia-base is a class base (abstract: true)"),
+    (("--profile", "tests/profiles/nosuch.yaml"), "profile 'tests/profiles/nosuch.yaml': no such file"),
     (("--hosts", " "), "--hosts is empty"),
     (("--report-dir", "x"), "--report-dir: plan and clean write no report"),
     (("--no-such-flag",), "unrecognized arguments: --no-such-flag"),

@@ -235,6 +235,25 @@ def test_auto_select_ambiguous_and_synthetic(write_profile, tmp_path):
         profiles.auto_select({"gpu_model": "G1", "gpu_count": 2}, tmp_path)
 
 
+def test_a_class_base_picks_among_its_own_variants_whatever_their_names(write_profile, tmp_path):
+    """Any abstract profile: its variants are the concrete profiles beside it that extend it
+    (through another base too), not profiles of another chain, not itself; the hosts' vote picks."""
+    write_profile("base", BASE)
+    write_profile("mid", "abstract: true\nextends: base\nhardware: {gpu_count: 2, interconnect: nvlink}\n")
+    write_profile("small", "extends: mid\nhardware: {gpu_model: 'G-S'}\n")
+    write_profile("large", "extends: mid\nhardware: {gpu_model: 'G-L'}\n")
+    write_profile("other", "hardware: {gpu_model: 'G-L', gpu_count: 2}\n")
+    base, mid = (profiles.load(str(tmp_path / f"{n}.yaml")) for n in ("base", "mid"))
+    assert [p.name for p in profiles.variants(base)] == ["large", "small"]
+    assert [p.name for p in profiles.variants(mid)] == ["large", "small"]
+    large = {"gpu_model": "G-L", "gpu_count": 2, "nvlink": True}
+    prof, line = profiles.pick_variant(mid, {"a": large, "b": {**large, "gpu_model": "G-S"}, "c": large})
+    assert prof.name == "large" and line == "mid: picked large from the hosts' NVML (G-L) on 2 of 3 hosts; " \
+                                            "b: not of it (FAIL its class checks)"
+    with pytest.raises(InputError, match=r"^--profile mid: no host is of a variant .*: a: 2 x G-L \(no NVL"):
+        profiles.pick_variant(mid, {"a": {**large, "nvlink": False}})
+
+
 def test_direction_and_quoted_versions_are_enforced(write_profile):
     bad = write_profile("bw.yaml", """
         criteria:
