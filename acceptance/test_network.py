@@ -6,6 +6,7 @@ from signoff import retry
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.network import judge as net
+from signoff.network.plugin import node_bounds
 from signoff.plugin import selected_hosts
 from signoff.units import parse_size
 
@@ -19,6 +20,19 @@ def test_nic_link(host, fleet, network, profile, check, request):
     # every host's NICs read at once, the first time a host's check asks
     info = fleet.measured("network", host.name, network.info,
                           selected_hosts(request.session, ("test_nic_link",)))
+    if t.extra.get("derived") == "fleet_rate":  # no class NIC: the run's own ports (judge.fleet_rate)
+        if t.extra.get("fabric") != "infiniband":
+            network.address(host.name)  # the named interface exists and has an address
+        ifaces = {n: fleet.sessions[n].host.data_iface for n in fleet.names}
+        docs = {**fleet.peers("network", lambda d: d), host.name: info}  # every host measured
+        ports = {n: net.nic_ports(d, ifaces[n], t.extra.get("fabric")) for n, d in docs.items()}
+        res = net.fleet_rate(host.name, ports, t)
+        check.require(res["bad"], res["measured"], res["expected"], f"{t.source}; {t.provisional}",
+                      cause="cable, transceiver or switch port negotiated down, or a port down",
+                      details={"ethernet": info["ethernet"], "infiniband": info["infiniband"],
+                               "fabric": res["fabric"], "fleet_rate_gbps": res["common_gbps"],
+                               "ports_up": res["ports_up"]})
+        return
     if t.extra.get("fabric") == "infiniband":
         ports = info["infiniband"]
         up = [p for p in ports if "ACTIVE" in (p["state"] or "") and t.ok(p["rate_gbps"] or 0)]
@@ -78,16 +92,19 @@ def test_net_pair_bandwidth(pair, pairs, network, profile, check):
                          f"rate, more than the link carries (allowed {net.LINE_RATE_TOLERANCE} x, for "
                          f"timing): the line rate is wrong (a virtual interface's nominal speed?) or "
                          f"another path or card was measured; not judged")
-    check.expect(res["fraction"], t, f"{how} of {line:g} Gb/s line rate, fraction",
+    own = "its own " if t.extra.get("derived") else ""  # the slower end's negotiated rate
+    check.expect(res["fraction"], t, f"{how} of {own}{line:g} Gb/s line rate, fraction",
                  cause=cause, details=res, fleet=peers)
 
 
 @pytest.mark.usefixtures("fleet_of_class")
-def test_multinode_allreduce(fleet, network, profile, check, pytestconfig):
+def test_multinode_allreduce(fleet, network, profile, check, pytestconfig, measure):
     names = fleet.names
     if len(names) < 2:
         not_applicable("one host: no inter-node all-reduce")
     t = profile.threshold("multinode_allreduce_busbw")
+    if t.extra.get("derived") == "node_bound":  # the figure in GB/s, from what the nodes report
+        t = net.node_bound_threshold(t, node_bounds(fleet, network, measure, names))
     lo, hi = t.extra["sweep"]
     env = {"NCCL_ALGO": t.extra["algo"]} if t.extra.get("algo") else {}
     if profile.hardware.get("nvls") is False:

@@ -3,13 +3,17 @@ of a host and over the nodes, whether the CPUs can feed it, and the host<->GPU l
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from signoff import InputError, retry
 from signoff.check import not_applicable
 from signoff.figures import html_table
 from signoff.fleet import ProbeError
+from signoff.interconnect.judge import pcie_rate
 from signoff.interconnect.run import collective_devices
+from signoff.network.plugin import multinode_args
 from signoff.training import judge
 from signoff.training.run import MEASURES, over_nodes
 from signoff.units import parse_size
@@ -134,6 +138,19 @@ def test_host_link_bandwidth(host, gpus, profile, check, training, fleet):
     check.record(worst, unit="GB/s", details=details)
     t = profile.threshold("host_link_bandwidth")
     cause = "; ".join(judge.placement(doc)) or "a GPU on a narrower or slower PCIe link (see pcie_link)"
+    if t.extra.get("derived") == "pcie_link":  # no class: each GPU against its own PCIe link
+        links = {g["index"]: pcie_rate(g) for g in gpus}
+        if any(r is None for r, _ in links.values()):
+            raise ProbeError(f"{host}: no PCIe link to judge host-link copies by: "
+                             f"{'; '.join(w for r, w in links.values() if r is None)}")
+        copies = [(g[k] / links[g["index"]][0], g[k], g["index"], k.replace("_pinned", "").upper())
+                  for g in doc["gpus"] for k in ("h2d_pinned", "d2h_pinned")]
+        frac, gbps, i, way = min(copies)
+        rate, what = links[i]
+        check.expect(round(frac, 3), t, f"slowest pinned copy / its link (GPU {i} {way} {gbps:g} GB/s "
+                     f"of {what} = {rate:g} GB/s{retry.said(doc, 'x PCIe link')})",
+                     cause=cause, details={**details, "links": {i: r for i, (r, _) in links.items()}})
+        return
     check.expect(worst, t, f"slowest pinned copy ({which}{retry.said(doc, 'GB/s')})", cause=cause,
                  details=details,
                  fleet=fleet.peers(MEASURES["hostlink"][0], lambda d: judge.slowest_link(d["gpus"])[0]))
@@ -174,8 +191,30 @@ def test_train_scaling_nodes(fleet, network, profile, check, training, pytestcon
     cause = (f"slowest node {slowest}: {per_node[n][slowest] * 1e3:.1f} ms per step without gradient "
              f"sync; {full['comm_share']:.0%} of the step waits on the gradient all-reduce across "
              f"nodes (see multinode_allreduce, net_pair_bandwidth)")
+    if t.extra.get("derived") == "step_bound":  # the bound from this run's own figures
+        ranks = runs[n]["doc"]["local_ranks"]
+        step_s = max(next(r for r in alone[m]["widths"] if r["ranks"] == ranks)["step_s"] for m in names)
+        t = _step_bound(t, network, profile, names, step_s, full["params"],
+                        pytestconfig.getoption("collective_timeout"))
+        details["derived"] = t.source
     check.expect(eff[n], t, f"scaling efficiency over {n} nodes ({full['tokens_per_s']:g} tokens/s vs "
                  f"the nodes' own sum; slowest node {slowest})", cause=cause, details=details)
+
+
+def _step_bound(t, network, profile, names, step_s, params, timeout):
+    """train_scaling_nodes by rule step_bound: t.value x judge.step_bound of the slowest node's own
+    step and the multi-node all-reduce of this run (test_multinode_allreduce's, cached; run here
+    where it was not)."""
+    m = profile.threshold("multinode_allreduce_busbw")
+    res = network.allreduce(names, *multinode_args(profile, m), timeout)
+    if not res["ok"]:
+        raise ProbeError("train_scaling_nodes' step_bound rule needs the multi-node all-reduce of these "
+                         "nodes, which failed: see multinode_allreduce")
+    bound, t_ar, how = judge.step_bound(step_s, params, res["doc"]["rows"])
+    rule = (f"derived: {t.value:g} x {bound:g} = t_c / (t_c + t_ar), a step that cannot overlap its "
+            f"all-reduce: t_c {step_s * 1e3:.1f} ms, the slowest node's own step; t_ar {t_ar * 1e3:.1f} ms: "
+            f"{how}")
+    return replace(t, value=round(t.value * bound, 4), unit="x linear", source=f"{rule}; {t.source}")
 
 
 @pytest.fixture

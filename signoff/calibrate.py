@@ -94,10 +94,13 @@ def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tupl
         if t is None:
             skipped[name] = f"profile {base.name} has no threshold to take its direction and unit from"
             continue
+        # a derived threshold (a fraction of what the hosts report) gives way to the figure the
+        # run measured, in the unit it was judged in (GB/s, not "x node bound")
+        unit = passed[0].get("unit") or t.unit if t.extra.get("derived") else t.unit
         if t.op == "min":
             worst = min(passed, key=lambda r: r["measured"])
             value = _round(worst["measured"] * margin)
-            rule = f"the slowest {worst['measured']:g} {t.unit} on {worst['host']} x margin {margin:g}"
+            rule = f"the slowest {worst['measured']:g} {unit} on {worst['host']} x margin {margin:g}"
             if not t.provisional and value < t.value:  # never looser than a cited figure
                 value, rule = t.value, f"{rule} is below the class's cited {t.value:g}: kept"
         elif t.op == "max":
@@ -109,7 +112,8 @@ def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tupl
         else:
             skipped[name] = f"an equality ({t.op}), not a figure"
             continue
-        out[name] = {t.op: value, "unit": t.unit, **t.extra,
+        extra = {k: v for k, v in t.extra.items() if k != "derived"}
+        out[name] = {t.op: value, "unit": unit, **extra,
                      "source": f"{prov}: {rule} ({len(passed)} measured)"}
     return out, skipped
 

@@ -23,11 +23,14 @@ LIMIT_KEYS = ("min", "max", "equals")
 # A threshold proper: its limit, unit and source (and provisional rule) describe one figure, so a
 # child sets them together or not at all; every other key of a criterion (size, runtime,
 # attempts...) is inherited one by one.
-THRESHOLD_KEYS = (*LIMIT_KEYS, "unit", "source", "provisional")
+THRESHOLD_KEYS = (*LIMIT_KEYS, "unit", "source", "provisional", "derived")
 # On a criterion: `provisional: "derived: <rule>"` marks a threshold derived from another
 # class's figures by a stated rule (no public figure for this class); judged like any other,
 # shown beside the figure (PROVISIONAL below). `uncalibrated: "<why, how to calibrate>"` alone says
 # that no figure or rule holds for the class: the check ERRORs with that text (docs/thresholds.md).
+# `derived: <rule>` (where the criterion's family offers rules: CRITERIA "derived", rule -> unit)
+# makes the limit a fraction of a figure each host reports in the run (its own line rate), worked
+# out by the family's check; it goes with the limit, so a child's own figure drops it.
 PROVISIONAL = "provisional threshold: calibrate on a known-good node"
 
 
@@ -213,6 +216,7 @@ def _threshold(name, spec, path, profile) -> Threshold:
     if not isinstance(spec, dict):
         raise InputError(f"{w}: expected a mapping with one of min/max/equals, unit and source")
     allowed = set(LIMIT_KEYS) | {"unit", "source", "provisional"} | set(known[name].get("extra", ())) \
+        | ({"derived"} if known[name].get("derived") else set()) \
         | (set(retry.KEYS) if known[name].get("retry") else set()) \
         | ({"fleet_min"} if known[name].get("fleet") else set())  # signoff/retry.py, outlier.py
     unknown = sorted(set(spec) - allowed)
@@ -248,6 +252,8 @@ def _threshold(name, spec, path, profile) -> Threshold:
                                   or not provisional.removeprefix("derived:").strip()):
         raise InputError(f"{w}.provisional: expected \"derived: <the rule>\" (how the figure was "
                          f"derived from other figures), got {provisional!r}")
+    if "derived" in spec:
+        _derived(known[name]["derived"], spec, w)
     extra = {k: v for k, v in spec.items() if k not in (*LIMIT_KEYS, "unit", "source", "provisional")}
     if "fleet_min" in extra:
         _fleet_min(extra["fleet_min"], f"{w}.fleet_min")
@@ -257,6 +263,23 @@ def _threshold(name, spec, path, profile) -> Threshold:
     if check:  # the family's own rules for its extra keys
         check(name, value, extra, w)
     return Threshold(name, op, value, spec["unit"], spec["source"], profile, extra, provisional)
+
+
+def _derived(rules: dict, spec: dict, w: str) -> None:
+    """`derived: <rule>`: one of the family's rules, its unit, a fraction in (0, 1] as `min`
+    (above 1 no host could reach its own figure), and the rule said in `provisional:`."""
+    rule = spec["derived"]
+    if rule not in rules:
+        raise InputError(f"{w}.derived: expected one of {', '.join(sorted(rules))}, got {rule!r}")
+    if spec.get("unit") != rules[rule]:
+        raise InputError(f"{w}.unit: derived: {rule} judges a fraction: unit {rules[rule]!r}, "
+                         f"got {spec.get('unit')!r}")
+    v = spec.get("min")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+        raise InputError(f"{w}.min: derived: {rule} takes a fraction in (0, 1], e.g. 0.9, got {v!r}")
+    if "provisional" not in spec:
+        raise InputError(f"{w}.provisional: derived: {rule} needs its rule said "
+                         f"(\"derived: <how the figure is worked out>\")")
 
 
 def _merge(name, spec, inherited: dict, inherited_from: dict, path) -> tuple[dict, dict]:

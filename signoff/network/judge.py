@@ -4,6 +4,8 @@ and port, line-rate sanity, and which host or link a set of verdicts blames."""
 from __future__ import annotations
 
 import re
+from collections import Counter
+from dataclasses import replace
 
 from signoff import outlier, retry
 from signoff.fleet import ProbeError, last_document, parse_probe_output
@@ -215,3 +217,104 @@ def describe_bisection(found: dict) -> str:
     pairs = ", ".join(f"{p} {bw if bw is not None else 'failed'}" for p, bw in found["pairs"].items())
     return (" and ".join(parts) or "no single pair is slow (congestion or a collective problem)") + \
         f" (pairwise busbw GB/s: {pairs})"
+
+
+# --- derived thresholds: where the class fixes no NIC, what the hosts report (docs/thresholds.md)
+
+
+def most_common(values):
+    """The value most of `values` take; a tie goes to the highest (a degraded link is the lower)."""
+    counts = Counter(v for v in values if v is not None)
+    return max(counts, key=lambda v: (counts[v], v)) if counts else None
+
+
+def nic_ports(info: dict, iface: str | None, fabric: str | None = None) -> tuple[str, list[dict]]:
+    """The ports nic_rate's fleet_rate rule judges on one host, and their fabric: every RDMA port
+    (sysfs infiniband) where the profile says infiniband or the data interface sits on one, else
+    the data interface. Each {"name", "up", "gbps"} (gbps None: no rate reported)."""
+    fabric = fabric or ("infiniband" if iface and rdma_port(info, iface) else "ethernet")
+    if fabric == "infiniband":
+        return fabric, [{"name": f"{p['device']} port {p['port']}", "up": "ACTIVE" in (p["state"] or ""),
+                         "gbps": p["rate_gbps"]} for p in info["infiniband"]]
+    port = data_port(info, iface) if iface else None
+    return fabric, [] if port is None else [
+        {"name": iface, "up": port["operstate"] == "up",
+         "gbps": port["speed_mbps"] / 1000 if port.get("speed_mbps") else None}]
+
+
+def fleet_rate(name: str, ports: dict[str, tuple[str, list[dict]]], t) -> dict:
+    """nic_rate by rule fleet_rate: host `name`'s ports (nic_ports; `ports` holds every host of
+    the run measured, this one's among them) are each up at >= t.value x the rate most up ports of
+    that fabric in the run run at, and at least t.extra["ports"] of them are up, else as many as
+    most hosts have up. A single host is compared with its own ports. Returns {"bad": [...],
+    "measured": its slowest up port (Gb/s), "expected": the rule with its figures, "threshold":
+    t with the derived Gb/s figure}."""
+    fabric, mine = ports[name]
+    same = {h: ps for h, (f, ps) in ports.items() if f == fabric}
+    rates = [p["gbps"] for ps in same.values() for p in ps if p["up"]]
+    common = most_common(rates)
+    if common is None:
+        raise ProbeError(f"{name}: no {fabric} port of the {len(same)} host(s) measured is up with a rate "
+                         f"(sysfs): nic_rate's fleet_rate rule has no rate to judge against")
+    counts = [sum(p["up"] for p in ps) for ps in same.values()]
+    want = t.extra.get("ports") or most_common(counts)
+    at = sum(1 for r in rates if r == common)
+    derived = replace(t, value=round(t.value * common, 3), unit="Gb/s")
+    up = [p for p in mine if p["up"]]
+    bad = [f"{p['name']} reports no rate" if p["gbps"] is None else f"{p['name']} at {p['gbps']:g} Gb/s"
+           for p in up if not derived.ok(p["gbps"] or 0)]
+    if len(up) < want:
+        whose = "the profile's ports" if t.extra.get("ports") else \
+            f"as most of the {len(same)} host(s) have"
+        down = [p["name"] for p in mine if not p["up"]]
+        bad.append(f"{len(up)} of {want} {fabric} ports up ({whose})"
+                   + (f"; down: {', '.join(down)}" if down else ""))
+    expected = (f"{want} {fabric} port(s) up at >= {derived.value:g} Gb/s ({t.value:g} x {common:g} Gb/s, "
+                f"the rate {at} of the run's {len(rates)} up {fabric} ports run at)")
+    return {"bad": bad, "measured": min((p["gbps"] or 0 for p in up), default=0), "expected": expected,
+            "threshold": derived, "fabric": fabric, "common_gbps": common, "ports_up": want}
+
+
+def node_nics(info: dict, iface: str | None, nccl: bool) -> dict:
+    """What the multi-node all-reduce leaves one node by: with NCCL, every ACTIVE RDMA port with a
+    rate (NCCL spreads its channels over each); else, or where there is none, the data interface
+    (its RDMA port's rate, else its speed): {"nics", "gbps" (all of them), "what"}."""
+    ib = [p for p in info["infiniband"] if "ACTIVE" in (p["state"] or "") and p["rate_gbps"]] if nccl else []
+    if ib:
+        rates = "/".join(sorted({f"{p['rate_gbps']:g}" for p in ib}))
+        return {"nics": len(ib), "gbps": sum(p["rate_gbps"] for p in ib),
+                "what": f"{len(ib)} RDMA port(s) x {rates} Gb/s"}
+    port = rdma_port(info, iface) if iface else None
+    gbps = port["rate_gbps"] if port and port.get("rate_gbps") else None
+    if gbps is None:
+        eth = data_port(info, iface) if iface else None
+        gbps = eth["speed_mbps"] / 1000 if eth and eth.get("speed_mbps") else None
+    return {"nics": 1 if gbps else 0, "gbps": gbps, "what": f"data interface {iface} at {gbps:g} Gb/s"
+            if gbps else f"data interface {iface}: no rate reported"}
+
+
+def node_bound(nics: dict, intra: float | None) -> float | None:
+    """A node's bound on the multi-node all-reduce busbw, GB/s: min(its intra-node all-reduce
+    busbw where it runs more than one rank, its NICs' rate / 8); None without a NIC rate."""
+    if not nics["gbps"]:
+        return None
+    return round(min(nics["gbps"] / 8, intra if intra else float("inf")), 3)
+
+
+def node_bound_threshold(t, bounds: dict[str, dict]):
+    """multinode_allreduce_busbw by rule node_bound: t.value x the lowest node's bound (bounds:
+    name -> {"nics": node_nics(), "intra": GB/s or None}), as a threshold in GB/s whose source
+    states the figures. A node without a NIC rate: ProbeError naming it."""
+    none = [n for n, b in bounds.items() if node_bound(b["nics"], b["intra"]) is None]
+    if none:
+        raise ProbeError(f"{', '.join(none)}: no NIC rate reported (sysfs) for the multi-node all-reduce's "
+                         f"node_bound rule: {'; '.join(bounds[n]['nics']['what'] for n in none)}")
+    low = min(bounds, key=lambda n: node_bound(bounds[n]["nics"], bounds[n]["intra"]))
+    b = bounds[low]
+    value = node_bound(b["nics"], b["intra"])
+    intra = f"intra-node all-reduce {b['intra']:g} GB/s" if b["intra"] else \
+        "no intra-node all-reduce (one rank)"
+    rule = (f"derived: {t.value:g} x {value:g} GB/s, the lowest node's bound ({low}: min({intra}, "
+            f"{b['nics']['what']} / 8 = {b['nics']['gbps'] / 8:g} GB/s))")
+    return replace(t, value=round(t.value * value, 3), unit="GB/s", source=f"{rule}; {t.source}")
+

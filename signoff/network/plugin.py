@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from signoff import InputError
+from signoff.fleet import ProbeError
 from signoff.network import report
 from signoff.network.judge import (
     NET_PAIRS_MAX,
@@ -16,6 +17,7 @@ from signoff.network.judge import (
 )
 from signoff.network.report import network_section
 from signoff.network.run import Network
+from signoff.plugin import HostView
 
 NET_PORT = 29400  # the first of two: PORTS below
 PORTS = (1024, 65533)  # unprivileged, and room for the next one (the probes use port and port + 1)
@@ -92,6 +94,37 @@ def pytest_report_header(config):
         st = config.stash[STATE]
         return [all_pairs_plan(config, len(st.inventory.hosts), st.profile)[0]]
     return None
+
+
+def multinode_args(profile, t) -> tuple[str, str, dict]:
+    """(smallest, largest size, env) of the multi-node all-reduce threshold t asks for: its sweep,
+    NCCL_ALGO where it names one, NVLS off where the class keeps it off: as
+    acceptance/test_network.py's test_multinode_allreduce runs it, whose cached run the training
+    step's step_bound rule reads (the sheet's catalog reads the profile keys in that test's body)."""
+    lo, hi = t.extra["sweep"]
+    env = {"NCCL_ALGO": t.extra["algo"]} if t.extra.get("algo") else {}
+    if profile.hardware.get("nvls") is False:
+        env["NCCL_NVLS_ENABLE"] = "0"
+    return lo, hi, env
+
+
+def node_bounds(fleet, network: Network, measure, names: list[str]) -> dict[str, dict]:
+    """The node_bound rule's figures of every node (Network.bounds): the intra-node all-reduce
+    is test_allreduce_busbw's measurement (signoff/interconnect), made now where it was not; its
+    busbw at the sweep's largest size; none on a node of one GPU (one rank, nothing within the
+    node). On a CPU node it is gloo's 2-rank all-reduce: what its CPU reduces at."""
+    def intra(name):
+        view = HostView(name, fleet.facts(name), fleet.sessions[name])
+        if len(view.gpus) == 1:
+            return None
+        try:
+            doc = measure("allreduce", view)
+        except pytest.skip.Exception as exc:  # a class guard: the check says so; no bound from it
+            raise ProbeError(f"{name}: no intra-node all-reduce for the node_bound rule: {exc.msg}") from None
+        except ProbeError as exc:
+            raise ProbeError(f"the node_bound rule needs every node's intra-node all-reduce: {exc}") from None
+        return max(doc["rows"], key=lambda r: r["bytes"])["busbw"]
+    return network.bounds(names, intra)
 
 
 @pytest.fixture(scope="session")

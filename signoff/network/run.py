@@ -12,6 +12,7 @@ from signoff.network.judge import (
     data_address,
     data_port,
     judged,
+    node_nics,
     pair_id,
     rdma_port,
     ring_pairs,
@@ -59,9 +60,14 @@ class Network:
         return ["--device", port["device"], "--ib-port", str(port["port"])]
 
     def tool(self, a: str, b: str, want: str) -> str:
-        """The profile's tool; auto: iperf3 where both hosts have it, else the built-in probe.
+        """The profile's tool; auto: ib_write_bw where both data interfaces sit on an RDMA port and
+        both hosts have it (the line rate is that port's, and the 0.9 of a derived threshold is an
+        ib_write_bw mark), else iperf3 where both hosts have it, else the built-in probe.
         A named tool is never swapped for another (TCP would be judged against an RDMA rate)."""
         have = {h: self.info(h)["tools"] for h in (a, b)}
+        rdma = {h: rdma_port(self.info(h), self.session(h).host.data_iface) for h in (a, b)}
+        if want == "auto" and all(t["ib_write_bw"] and rdma[h] for h, t in have.items()):
+            return "ib_write_bw"
         if want in ("iperf3", "ib_write_bw"):
             missing = [h for h, t in have.items() if not t[want]]
             if missing:
@@ -69,6 +75,16 @@ class Network:
                                  f"(the profile's net_pair_bandwidth.tool)")
             return want
         return "iperf3" if want == "auto" and all(t["iperf3"] for t in have.values()) else "builtin"
+
+    def bounds(self, names: list[str], intra) -> dict[str, dict]:
+        """Each node's figures for the multi-node all-reduce's node_bound rule (judge.py): its NICs
+        (netinfo, every host at once; NCCL's on a GPU host, gloo's data interface on a CPU one) and
+        intra(name), its intra-node all-reduce busbw (GB/s, None where it runs one rank)."""
+        with threads(len(names)) as pool:
+            infos = dict(zip(names, pool.map(self.info, names)))
+        return {n: {"nics": node_nics(infos[n], self.session(n).host.data_iface,
+                                      bool(self.fleet.facts(n)["nvidia"].get("gpus"))),
+                    "intra": intra(n)} for n in names}
 
     # --- host pairs ---------------------------------------------------------------
     def pair(self, a: str, b: str, pairs: list, t) -> dict:

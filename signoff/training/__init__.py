@@ -11,10 +11,14 @@ CRITERIA = {
     "train_throughput": {"type": "number", "retry": True, "fleet": True},  # model TFLOP/s, 1-GPU step
     "train_loss_falls": {"type": "number", "ops": ("max",)},  # late loss / first loss, worst width
     "train_scaling_host": {"type": "number"},  # efficiency at all GPUs of the host
-    "train_scaling_nodes": {"type": "number"},  # efficiency over every node
+    # efficiency over every node; derived step_bound: a fraction of what a step that cannot overlap
+    # its gradient all-reduce reaches, from figures of the same run (judge.step_bound)
+    "train_scaling_nodes": {"type": "number", "derived": {"step_bound": "x step bound"}},
     "train_input_headroom": {"type": "number"},  # DataLoader samples/s / the step's samples/s
-    "host_link_bandwidth": {"type": "number", "retry": True,  # GB/s, slowest GPU's pinned H2D or D2H
-                            "fleet": True},
+    # GB/s, slowest GPU's pinned H2D or D2H; derived pcie_link (no class): a fraction of each
+    # GPU's own PCIe link, the gen x width it and its slot support (judge.link_fractions)
+    "host_link_bandwidth": {"type": "number", "retry": True, "fleet": True,
+                            "derived": {"pcie_link": "x PCIe link"}},
 }
 PLUGIN = "signoff.training.plugin"
 

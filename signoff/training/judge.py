@@ -75,3 +75,25 @@ def node_efficiency(multi: dict, alone: dict[str, dict]) -> float:
     """Tokens/s of the step over these nodes / the sum of each node's tokens/s alone (at the
     same ranks per node): 1.0 is linear scaling."""
     return round(multi["tokens_per_s"] / sum(r["tokens_per_s"] for r in alone.values()), 4)
+
+
+DDP_BUCKET = 25 << 20  # torch DDP's bucket_cap_mb default (25 MiB): one all-reduce per bucket
+
+
+def step_bound(step_s: float, params: int, rows: list[dict]) -> tuple[float, float, str]:
+    """(efficiency, t_ar, how): what a data-parallel step reaches over nodes when it cannot overlap
+    its gradient all-reduce at all, t_c / (t_c + t_ar): t_c the node's own step (`step_s`), t_ar
+    its fp32 gradients (4 bytes a parameter) all-reduced bucket by bucket, each at the time the
+    multi-node all-reduce of the same run took for a message of the bucket's size (`rows`: its
+    sweep; latency included). Above the sweep's largest size, that size's time scaled by bytes."""
+    grads = params * 4
+    size = min(grads, DDP_BUCKET)
+    row = min((r for r in rows if r["bytes"] >= size), key=lambda r: r["bytes"], default=None)
+    if row is None:
+        row = max(rows, key=lambda r: r["bytes"])
+    t_one = row["time_us"] / 1e6 * max(1.0, size / row["bytes"])
+    t_ar = t_one * grads / size
+    how = (f"{grads / 1e6:.1f} MB fp32 gradients in {grads / size:.3g} bucket(s) of "
+           f"{size / (1 << 20):.3g} MiB at {t_one * 1e3:.3g} ms each (the multi-node all-reduce of "
+           f"{row['bytes'] / (1 << 20):.3g} MiB in this run)")
+    return round(step_s / (step_s + t_ar), 4), t_ar, how
