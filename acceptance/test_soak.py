@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from html import escape
 
+from signoff import cotenants
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
-from signoff.gpu import cotenants
 from signoff.soak import judge as soak
 from signoff.soak import plots as soakplots
 from signoff.soak.plugin import soaked
@@ -79,6 +79,7 @@ def test_soak_throttle(host, gpus, profile, soak_run, check, attach):
     t = profile.threshold("soak_throttle")
     fail = tuple(t.extra.get("reasons") or soak.FAIL_REASONS)
     rated = profile.criteria.get("power_limit")  # the power_limit check ERRORs where it is missing
+    rated = None if rated and rated.extra.get("derived") else rated  # a fraction of each GPU's default
     v = _judge(soak.judge_throttle, host, hs, hs.series, fail,
                [g.get("power_limit_w") for g in hs.header["gpus"]], rated.value if rated else None)
     _notes(attach, v, "clock-event reasons reported, not failed")
@@ -106,10 +107,25 @@ def test_soak_clock_stability(host, gpus, profile, soak_run, check):
                   details=_details(hs, v, plan))
 
 
-def test_soak_gemm_tflops(host, gpus, profile, soak_run, check):
+def test_soak_gemm_tflops(host, gpus, profile, soak_run, check, fleet):
     t = profile.threshold("soak_gemm_tflops")  # no figure for the class: ERROR, never N.A.
     hs = soaked(host, soak_run)
     plan = soak_run.plan
+    if t.extra.get("derived") == "model_median":  # no class: the run's GPUs of the same model
+        model, rates = gpus[0]["name"], soak_run.peers(lambda s: soak.gemm(s, plan["warmup"]))
+        pool = [v for n, r in rates.items() for g, v in r.items() if v is not None
+                and [x.get("name") for x in fleet.facts(n)["nvidia"]["gpus"]][g:g + 1] == [model]]
+        if len(pool) < 2:
+            not_applicable(f"{host}: no class figure for {model}, and no other GPU of that model in the "
+                           f"run to compare with (soak_throttle, soak_clock_stability judge the load)")
+        v = _judge(soak.judge_gemm_model, host, hs, hs.series, plan["warmup"], t.value, pool)
+        _alone(check, host, hs, v, t, plan)
+        check.require(v.failures, v.measured, _expected(
+            t, f"bf16 GEMM rate per GPU (mean after the {plan['warmup']:g} s warm-up) / the median of the "
+               f"run's {len(pool)} {model} GPUs, {v.details['model_median']:g} TFLOP/s"), t.source,
+            cause="clocks held down (see soak_throttle and the SM clock plot) or a degraded GPU",
+            details=_details(hs, v, plan))
+        return
     v = _judge(soak.judge_gemm, host, hs, hs.series, plan["warmup"], t.value)
     _alone(check, host, hs, v, t, plan)
     check.require(v.failures, v.measured,

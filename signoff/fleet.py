@@ -15,7 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
-from signoff import families
+from signoff import cotenants, families
 from signoff.inventory import Host, Inventory
 from signoff.slurm import SlurmTransport
 from signoff.transport import HostUnreachable, Transport, open_transport
@@ -507,12 +507,18 @@ class Fleet:
         return out
 
     def _timed(self, family: str, name: str, measure):
-        """measure(name), its start and end (UTC) kept in windows: proof of the overlap."""
+        """measure(name), its start and end (UTC) kept in windows: proof of the overlap. A
+        document that saw another process on a GPU is an error of every check of it, naming
+        the process (signoff/cotenants.py): its figures are not the hardware's."""
         start = utc_now()
         try:
-            return measure(name)
+            doc = measure(name)
         finally:
             self.windows.setdefault(family, {})[name] = (start, utc_now())
+        exc = cotenants.error(name, doc)
+        if exc is not None:
+            raise exc
+        return doc
 
     def settle(self, but: str | None = None) -> None:
         """Wait until every family's measurements (but `but`'s) have ended: call before loading

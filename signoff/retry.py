@@ -9,7 +9,7 @@ never do, so nothing wrong is ever measured again into a PASS."""
 
 from __future__ import annotations
 
-from signoff import InputError, families
+from signoff import InputError, cotenants, families
 from signoff.units import parse_fraction
 
 # A neighbour's job or a clock ramp costs one attempt, not the sign-off: best of 3 in all,
@@ -93,7 +93,7 @@ def best(tries: list, figure, t):
     figures = [figure(d) for d in tries]
     sign = -1 if t.op == "max" else 1
     i = max(range(len(tries)), key=lambda i: sign * figures[i] if _number(figures[i]) else float("-inf"))
-    return tries[i], figures
+    return cotenants.merged(tries[i], tries), figures  # another process beside any attempt: named
 
 
 def best_of(first, again, figure, t):

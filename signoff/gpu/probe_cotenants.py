@@ -69,7 +69,13 @@ def own(pid, token):
             return True
         p = st[0]
     env = _read("/proc/%d/environ" % pid, "rb")  # another user's: unreadable, so not ours
-    return bool(env) and ("%s=%s" % (MARK, token)).encode() in env.split(b"\0")
+    if not env:
+        return False
+    env = set(env.split(b"\0"))
+    if token.startswith("slurm:"):  # srun started the tasks, each before this one set a mark
+        job, _, step = token[6:].partition(".")
+        return {("SLURM_JOB_ID=" + job).encode(), ("SLURM_STEP_ID=" + step).encode()} <= env
+    return ("%s=%s" % (MARK, token)).encode() in env
 
 
 def name_of(nv, pid):
@@ -92,9 +98,9 @@ class Sampler:
     """Every `interval` s, NVML's processes on each GPU (handles: NVML index order), the
     probe's own left out. `clock` gives t_first/t_last (default: s since start())."""
 
-    def __init__(self, nv, handles, interval=1.0, clock=None, on_new=None):
+    def __init__(self, nv, handles, interval=1.0, clock=None, on_new=None, during=None):
         self.nv, self.handles, self.interval = nv, list(handles), interval
-        self.clock, self.on_new = clock, on_new
+        self.clock, self.on_new, self.during = clock, on_new, during
         self.token = mark()
         self.found = {}  # (gpu, pid, type) -> entry
         self.mine = {}  # pid -> start time: known to be the probe's own
@@ -109,7 +115,7 @@ class Sampler:
         self.t0 = None
 
     @classmethod
-    def open(cls, interval=1.0, clock=None):
+    def open(cls, interval=1.0, clock=None, during=None):
         """A sampler with its own NVML handles (a probe that reads NVML no other way), or
         None with why, when NVML cannot be loaded."""
         try:
@@ -118,7 +124,7 @@ class Sampler:
             handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
         except Exception as exc:  # noqa: BLE001
             return None, "NVML unavailable: %s" % _err(exc)
-        return cls(nv, handles, interval, clock), None
+        return cls(nv, handles, interval, clock, during=during), None
 
     def _now(self):
         return self.clock() if self.clock else time.monotonic() - self.t0
@@ -201,8 +207,9 @@ class Sampler:
         self.sample()  # the last word, after the load
         found = sorted(self.found.values(), key=lambda e: (e["t_first"], e["gpu"], e["pid"]))
         notes = ["NVML %s processes unreadable (%s)" % kv for kv in sorted(self.why.items())]
+        label = {"cotenants_during": self.during} if self.during else {}
         if not self.listed:
-            return {"cotenants": None, "cotenants_note": "; ".join(notes) or "no GPU to sample"}
+            return dict(label, cotenants=None, cotenants_note="; ".join(notes) or "no GPU to sample")
         if loaded and not self.own_listed and found:
             ours = {}
             for e in found:
@@ -214,7 +221,24 @@ class Sampler:
                          "taken for the probe's own")
         notes.append("NVML processes sampled every %g s (%d samples) on %d GPU(s)"
                      % (self.interval, self.samples, len(self.handles)))
-        return {"cotenants": found, "cotenants_note": "; ".join(notes)}
+        return dict(label, cotenants=found, cotenants_note="; ".join(notes))
+
+
+class Unsampled:
+    """What watch() gives where NVML cannot be loaded: the document says why, no list."""
+
+    def __init__(self, why):
+        self.why = why
+
+    def stop(self, loaded=True):
+        return {"cotenants": None, "cotenants_note": self.why}
+
+
+def watch(interval=1.0, during=None):
+    """A started sampler with its own NVML handles, for a probe that reads NVML no other way;
+    `during`: what it measures, as the check's message names it ("all-reduce")."""
+    s, why = Sampler.open(interval, during=during)
+    return s.start() if s is not None else Unsampled(why)
 
 
 def main(argv=None):

@@ -3,10 +3,26 @@
 events (3 warm-ups, mean of 20), counting the bytes read and written (2 x 1 GiB per copy), as
 the 4.24 TB/s anchor on one H200 (docs/h200.md: 4.233-4.255 measured). One JSON document."""
 import json
+import os
 import sys
 
 SIZE = 1 << 30
 WARMUP, ITERS = 3, 20
+
+
+def load_cotenants():
+    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
+    tree): its sampler names another process on a GPU during the measurement. None where
+    neither is there: the document then has no `cotenants` (not sampled)."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("cotenants", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    return None
 
 
 def main():
@@ -19,6 +35,8 @@ def main():
         print(json.dumps({"probe": "hbm", "error": "torch.cuda.is_available() is False"}))
         return 0
     doc = {"probe": "hbm", "bytes": SIZE, "iters": ITERS, "gpus": {}, "errors": {}}
+    cot = load_cotenants()
+    seen = cot.watch(0.5, "HBM copies") if cot else None  # at the start, every 0.5 s, at the end
     for i in range(torch.cuda.device_count()):
         try:
             dev = torch.device("cuda", i)
@@ -38,6 +56,7 @@ def main():
             torch.cuda.empty_cache()
         except Exception as exc:  # noqa: BLE001
             doc["errors"][str(i)] = "%s: %s" % (type(exc).__name__, exc)
+    doc.update(seen.stop() if seen else {})
     print(json.dumps(doc))
     return 0
 

@@ -158,6 +158,21 @@ def worker(local_rank, local_world, args, port, out_path):
         dist.destroy_process_group()
 
 
+def load_cotenants():
+    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
+    tree): its sampler names another process on a GPU during the measurement. None where
+    neither is there: the document then has no `cotenants` (not sampled)."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("cotenants", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    return None
+
+
 def nccl_transports(logdir):
     """What NCCL reported it used between ranks ('via P2P/CUMEM', 'via SHM', 'via NET/IB')."""
     found, lines = {}, []
@@ -234,6 +249,10 @@ def main():
     sys.stderr.write("signoff-event started node %d\n" % args.node_rank)
     sys.stderr.flush()
     t0 = time.time()
+    cot = load_cotenants() if args.backend == "nccl" else None
+    # before the ranks start: they inherit its mark (under srun: the step's, every task alike)
+    first = not args.slurm or os.environ.get("SLURM_LOCALID") == "0"
+    seen = cot.watch(1.0, "all-reduce") if cot and first else None
     store = None
     try:
         socks = []  # each listening socket lives as long as the process: the store holds its fd
@@ -270,6 +289,7 @@ def main():
         doc["traceback"] = traceback.format_exc()[-2000:]
     del store
     doc["elapsed_s"] = round(time.time() - t0, 2)
+    doc.update(seen.stop() if seen else {})
     if args.backend == "nccl":
         doc["transports"], doc["nccl_log"] = nccl_transports(logdir)
     shutil.rmtree(logdir, ignore_errors=True)  # run by hand, nothing is left in the cwd

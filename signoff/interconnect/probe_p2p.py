@@ -7,6 +7,7 @@ per GPU, NUMA node and CPU affinity; and `nvidia-smi topo -m` as printed. One JS
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -62,6 +63,21 @@ def topology():
     finally:
         nv.nvmlShutdown()
     return out
+
+
+def load_cotenants():
+    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
+    tree): its sampler names another process on a GPU during the measurement. None where
+    neither is there: the document then has no `cotenants` (not sampled)."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("cotenants", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    return None
 
 
 def ranges(xs):
@@ -131,9 +147,12 @@ def main():
     doc["gpus"] = n
     if n >= 2 and not args.no_bandwidth:
         t0 = time.time()
+        cot = load_cotenants()
+        seen = cot.watch(0.5, "P2P copies") if cot else None
         doc["unidirectional"], doc["bidirectional"], doc["peer_access"] = bandwidth(
             torch, n, args.bytes, args.iters)
         doc["elapsed_s"] = round(time.time() - t0, 2)
+        doc.update(seen.stop() if seen else {})
     print(json.dumps(doc))
     return 0
 

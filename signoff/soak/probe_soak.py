@@ -384,7 +384,7 @@ def run(args, nvml, torch, devices):
     cot = load_cotenants()
     if cot is not None:  # another process's load would pass for this GPU's (issue 29 item 5)
         cot = cot.Sampler(nvml.nv, nvml.handles, args.interval, lambda: time.monotonic() - load_start[0],
-                          on_new=lambda e: emit(dict(e, type="event", event="cotenant")))
+                          lambda e: emit(dict(e, type="event", event="cotenant")), "soak")
     t0 = load_start[0] = time.monotonic()
     if cot is not None:
         cot.start()

@@ -37,6 +37,21 @@ def listen(addr, port):
     return s
 
 
+def load_cotenants():
+    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
+    tree): its sampler names another process on a GPU during the measurement. None where
+    neither is there: the document then has no `cotenants` (not sampled)."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("cotenants", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    return None
+
+
 def widths_for(world, given):
     if given:
         return sorted({int(w) for w in given.split(",") if 0 < int(w) <= world})
@@ -219,6 +234,9 @@ def main():
     sys.stderr.flush()
     t0 = time.time()
     out_path = os.path.join(tempfile.mkdtemp(prefix="train.", dir="."), "rows.json")
+    cot = load_cotenants() if args.backend == "nccl" else None
+    # before the ranks start: they inherit its mark
+    seen = cot.watch(1.0, "training step") if cot else None
     store = None
     try:
         socks = []  # each listening socket lives as long as the process: the store holds its fd
@@ -252,6 +270,7 @@ def main():
         doc["traceback"] = traceback.format_exc()[-2000:]
     del store
     doc["elapsed_s"] = round(time.time() - t0, 2)
+    doc.update(seen.stop() if seen else {})
     print(json.dumps(doc))
     return 1 if "error" in doc else 0
 
