@@ -287,7 +287,7 @@ def test_fake_nvml_as_shipped_every_gpu_probe_finds_its_sampler(tmp_path, monkey
     from signoff import families
     for name, f in families.probes().items():
         (tmp_path / f"{name}.py").write_text(f.read_text())
-    for name in ("soak", "hbm", "allreduce", "p2p", "train"):
+    for name in ("soak", "hbm", "allreduce", "p2p", "train", "hostlink"):
         spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)

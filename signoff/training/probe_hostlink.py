@@ -51,6 +51,21 @@ def fmt(cpus):
     return ",".join(out)
 
 
+def load_cotenants():
+    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
+    tree): its sampler names another process on a GPU during the measurement. None where
+    neither is there: the document then has no `cotenants` (not sampled)."""
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("cotenants", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    return None
+
+
 def copy_gbps(torch, src, dst, warmup, iters):
     for _ in range(warmup):
         dst.copy_(src, non_blocking=True)
@@ -84,6 +99,8 @@ def main():
         print(json.dumps(doc))
         return 0
     gpus = []
+    cot = load_cotenants()
+    seen = cot.watch(0.5, "host-GPU copies") if cot else None
     try:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
@@ -104,7 +121,7 @@ def main():
                 torch.cuda.empty_cache()
     except Exception as exc:  # noqa: BLE001
         doc["error"] = "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[-1])
-    doc.update(gpus=gpus, cuda=True, torch=torch.__version__)
+    doc.update(gpus=gpus, cuda=True, torch=torch.__version__, **(seen.stop() if seen else {}))
     print(json.dumps(doc))
     return 1 if "error" in doc else 0
 
