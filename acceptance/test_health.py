@@ -11,37 +11,72 @@ from signoff.soak.plugin import soaked
 RULE = "signoff acceptance rule"
 COUNTERS = ("SemiAnalysis ClusterMAX's passive PCIe / link-flap / IB-counter monitoring (clustermax.ai); "
             "signoff rule: no error counter grows during the sign-off")
+XID_RUN = ("DCGM fails on XID 63; signoff rule (docs/thresholds.md), as soak_errors: no XID of any code "
+           "in the kernel log while the suite loads the GPUs")
 SDC = ("SemiAnalysis ClusterMAX's silent-data-corruption test (clustermax.ai); signoff rule: identical "
        "seeded computations give identical bits on every GPU and host of a class (majority vote)")
 
 
 def test_xid_history(host, gpus, profile, check, health):
-    """Fatal XIDs in the kernel log over the profile's window FAIL; the others are reported. A
-    log that covers less of the window (a reboot, a volatile journal) is no PASS: ERROR."""
+    """Fatal XIDs in the kernel log over the profile's window FAIL; the others are reported.
+    The log must cover this boot (require_history: that much before the run); short of the
+    window before the boot (a fresh node, a volatile journal) it is judged as far as it reaches,
+    and what it covers is said with the verdict (a reboot that hid an XID: the soak and
+    test_xid_during_run catch what it left broken)."""
     t = profile.threshold("xid_fatal")
     window = None if t.extra["window"] == "boot" else soak.parse_duration(t.extra["window"])
+    need = t.extra.get("require_history")
     doc = health.xids(host.name, window)
     if doc.get("error"):
         raise ProbeError(f"{host}: kernel log unreadable, so no XID history: {doc['error']}")
     counts = {int(k): v for k, v in doc["counts"].items()}
     fatal = {c: n for c, n in sorted(counts.items()) if c in t.extra["codes"]}
     devices = {c: sorted({x["device"] for x in doc["xids"] if x["xid"] == c}) for c in fatal}
+    end = health.run_start(host.name)
+    # strict: the window's part of this boot, or require_history's span before the run
+    need_from = end - soak.parse_duration(need) if need else max(doc["since"], doc.get("boot") or 0)
     over = "this boot" if window is None else f"the last {soak.human_duration(window)}"
-    short = judge.log_short(doc)
+    short = judge.log_short(doc, end, need_from)
     if short and not fatal:  # what the log lost may hold the XID: never "none over 168 h"
         check.record(sum(counts.get(c, 0) for c in t.extra["codes"]), t.expected, t.unit, t.source,
                      {**doc, "window_s": window})
-        raise ProbeError(f"{host}: the kernel log ({doc['source']}) covers {short}, not {over}: XIDs "
-                         f"before it (a reboot, a volatile journal) are unseen, so no PASS; keep a "
-                         f"persistent journal (journald Storage=persistent), or judge this boot only "
-                         f"with xid_fatal window: boot in a site profile")
+        lacks = (f"the last {soak.human_duration(soak.parse_duration(need))} (require_history)" if need
+                 else over if need_from == doc["since"] else f"this boot (from {judge.utc(need_from)})")
+        raise ProbeError(f"{host}: the kernel log ({doc['source']}) covers {short}, not {lacks}: XIDs "
+                         f"before it are unseen, so no PASS; keep a persistent journal (journald "
+                         f"Storage=persistent)" + (", or drop require_history" if need else ""))
+    cover = judge.log_cover(doc, end)
+    if cover:  # a fresh node or a volatile journal: judged as far as the log reaches, said
+        check.note(f"kernel log {cover}: the rest of the {soak.human_duration(window)} window is unseen")
     what = (f"fatal XIDs in the kernel log ({doc['source']}) over {over}"
+            + (f" ({cover})" if cover else "")
             + (": " + ", ".join(f"XID {c} x{n} on {', '.join(devices[c]) or '?'}" for c, n in fatal.items())
                if fatal else "")
             + (f"; others: {', '.join(f'XID {c} x{n}' for c, n in counts.items() if c not in fatal)}"
                if len(counts) > len(fatal) else ""))
     check.expect(sum(fatal.values()), t, what, cause="a failing GPU, HBM or NVLink: see NVIDIA's XID "
-                 "catalog for the code", details={**doc, "window_s": window})
+                 "catalog for the code", details={**doc, "window_s": window, "covers": cover})
+
+
+def test_xid_during_run(host, gpus, check, health):
+    """Runs last (signoff/gpu/plugin.py): any XID the kernel logged since the run's start, the
+    suite's own load (all-reduce, network, storage, soak, training) on the GPUs, FAILs."""
+    doc = health.xids_during(host.name)
+    if doc.get("error"):
+        raise ProbeError(f"{host}: kernel log unreadable at the end of the run, so no XID of the run "
+                         f"is excluded: {doc['error']}")
+    end = health.run_start(host.name)
+    short = judge.log_short(doc, end, doc["since"])
+    if short:  # a ring buffer that wrapped during the run lost the start of it
+        raise ProbeError(f"{host}: the kernel log ({doc['source']}) read at the end of the run covers "
+                         f"{short}, not the run since {judge.utc(doc['since'])}: XIDs of the run are unseen")
+    seen = [f"XID {x['xid']} on {x['device']} at {judge.utc(x['t'])} ({x['t'] - doc['since']:.0f} s into "
+            f"the run): {x['line']}" for x in doc["xids"][:5]]
+    n = sum(doc["counts"].values())
+    check.require(seen + ([f"and {n - len(seen)} more"] if n > len(seen) else []),
+                  n, "no XID in the kernel log since the run's start", XID_RUN,
+                  cause="a GPU, its HBM, NVLink or driver that fails under load: see NVIDIA's XID catalog "
+                  "for the code", details={**doc, "run_start": end})
 
 
 def test_error_counters(host, check, health):
@@ -118,6 +153,18 @@ def _hbm(host, health) -> dict:
 def test_hbm_bandwidth(host, gpus, profile, check, health, fleet):
     t = profile.threshold("hbm_bandwidth")
     doc = _hbm(host, health)
+    if t.extra.get("derived") == "memory_peak":  # no class: each GPU against its own peak
+        peaks = {str(g["index"]): judge.memory_peak(g) for g in gpus}
+        if any(v is None for v, _ in peaks.values()):
+            raise ProbeError(f"{host}: no memory peak to judge HBM by: "
+                             f"{'; '.join(w for v, w in peaks.values() if v is None)}")
+        ratio = judge.fractions(doc["gpus"], peaks)
+        low = min(ratio, key=ratio.get)
+        check.expect(ratio[low], t, f"GPU {low}'s device-to-device copy, read + written, "
+                     f"{doc['gpus'][low]:g} TB/s / its peak {peaks[low][0]:g} TB/s ({peaks[low][1]})",
+                     cause="degraded HBM or clocks (throttling, a power cap)",
+                     details={**doc, "peaks": {k: v for k, (v, _) in peaks.items()}, "fraction": ratio})
+        return
     slowest = min(doc["gpus"], key=doc["gpus"].get)
     check.expect(doc["gpus"][slowest], t, f"GPU {slowest} (the slowest) device-to-device copy, "
                  f"read + written", cause="degraded HBM or clocks (throttling, a power cap)", details=doc,
@@ -154,6 +201,8 @@ def test_thermal_thresholds(host, gpus, profile, check):
     """Each GPU's slowdown, shutdown, GPU-max and memory-max temperatures, in either NVML form,
     not below the class's (a lower one throttles the GPU early)."""
     t = profile.threshold("thermal_slowdown")
+    if t.extra.get("derived") == "same_model":  # no class: the GPU's siblings of its model
+        return _same_model_thresholds(host, gpus, t, check)
     want = {"slowdown": t.value, **{k: v for k, v in t.extra.items() if k in judge.SMI_ABSOLUTE}}
     try:
         got = _thresholds(gpus, want)
@@ -164,6 +213,26 @@ def test_thermal_thresholds(host, gpus, profile, check):
     check.require(bad, min(th["slowdown"][0] for th in got.values()),
                   "every GPU's " + ", ".join(f"{k} >= {v} C" for k, v in want.items()), t.source,
                   cause="a VBIOS or driver setting below the class's", details=got)
+
+
+def _same_model_thresholds(host, gpus, t, check):
+    """Every GPU's thresholds >= t.value x the highest its host's GPUs of the same model read:
+    one GPU whose VBIOS or driver sets them lower throttles early. A GPU alone of its model has
+    nothing to compare with: its own slowdown is what thermal_margin judges the soak by."""
+    try:
+        got = _thresholds(gpus, ("slowdown",))
+    except ProbeError as exc:
+        raise ProbeError(f"{host}: {exc}") from None
+    want = judge.same_model_thresholds(gpus, got)
+    if not want:
+        not_applicable(f"{host}: no class figure, and no two GPUs of one model to compare; each GPU's "
+                       f"own slowdown judges the soak (thermal_margin)")
+    bad = [f"GPU {i} {k} {got[i][k][0]} C < {t.value:g} x {v} C, its model's highest on the host "
+           f"({got[i][k][1]})" for i, w in want.items() for k, v in w.items()
+           if v is not None and (got[i][k][0] is None or got[i][k][0] < t.value * v)]
+    check.require(bad, min(got[i]["slowdown"][0] for i in want),
+                  f"every GPU's thresholds {t.expected} (the highest its model reads on the host)", t.source,
+                  cause="a VBIOS or driver setting below its siblings'", details=got)
 
 
 def test_thermal_margin(host, gpus, profile, soak_run, check):

@@ -30,12 +30,19 @@ def class_guard(profile, views, what: str = "measured") -> None:
 class Check:
     def __init__(self, item, host: str | None):
         self.item, self.host = item, host
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        """What the verdict stands on besides the figure (e.g. a kernel log shorter than its
+        window), said on the cover, in report.md and the terminal whatever the status; call it
+        before the verdict (it is kept with the record)."""
+        self.notes.append(text)
 
     def record(self, measured, expected: str = "", unit: str = "", source: str = "",
                details: dict | None = None) -> None:
         self.item.user_properties.append(("signoff", {
             "measured": measured, "expected": expected, "unit": unit, "source": source,
-            "details": details or {},
+            "details": details or {}, **({"note": "; ".join(self.notes)} if self.notes else {}),
         }))
 
     def expect(self, measured, threshold: Threshold, what: str | None = None,

@@ -990,6 +990,8 @@ class Recorder:
         self.regressions(tr, doc)
         for line in report.host_notes(doc):
             tr.write_line(f"  {line}", yellow=True)
+        for line in report.note_lines(doc["results"]):  # what a verdict stands on (Check.note)
+            tr.write_line(f"  note: {line}")
         tr.write_line(f"exit code {meta.get('exit_code')}: {meta.get('exit_reason')}",
                       **({"green": True} if meta.get("exit_code") == 0 else {"red": True}))
         html = getattr(self.config.option, "htmlpath", None)  # none: pytest-html not loaded

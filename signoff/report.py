@@ -171,6 +171,22 @@ def problem_line(g: dict) -> tuple[str, str, str]:
 COVER_LINES = 20  # a provider reads the first screen: the rest one click away
 
 
+def note_lines(records: list[dict]) -> list[str]:
+    """What checks said with their verdict (Check.note: e.g. a kernel log shorter than its
+    window), one line per criterion, hosts folded: the first host's note stands for the rest."""
+    by: dict = {}
+    for r in records:
+        if r.get("note"):
+            by.setdefault(r["criterion"], []).append(r)
+    out = []
+    for c, rs in by.items():
+        hosts = [r["host"] for r in rs]
+        out.append(f"{c} on {hosts_text(hosts)}: {rs[0]['note']}" if len(rs) == 1 else
+                   f"{c} on {len(rs)} hosts {hosts_text(hosts)}: as on {rs[0]['host']}, "
+                   f"{rs[0]['note']} (each host's in results.json)")
+    return out
+
+
 def md_text(text: str) -> str:
     """A message as one line of Markdown that stays text: no line breaks, markup escaped."""
     return re.sub(r"([\\`*<\[\]|])", r"\\\1", " ".join(str(text).split()))
@@ -253,6 +269,9 @@ def cover(verdict: str, doc: dict) -> str:
                f"{''.join(regressions + moved) or '<li>no regression</li>'}</ul>" if base else "")
             + (f"<p class='so-regression'><b>{escape(failed_on_regression(doc))}</b></p>"
                if failed_on_regression(doc) else "")
+            + ("<h3>Said with the verdict</h3><ul>"
+               + "".join(f"<li>{escape(x)}</li>" for x in noted[:COVER_LINES]) + "</ul>"
+               if (noted := note_lines(records)) else "")
             + f"<p class='so-counts'>{len(records)} checks: {parts}</p>"
             + (f"<p class='so-retried'>{escape(retried_text(again))}: see Measured again</p>"
                if (again := retried(records)) else "")
@@ -741,6 +760,9 @@ def markdown(doc: dict) -> str:
         if len(groups) > COVER_LINES:
             out.append(f"- {len(groups) - COVER_LINES} more to fix: report.html, results.json")
         out.append("")
+    noted = note_lines(doc["results"])
+    if noted:
+        out += ["## Said with the verdict", "", *(f"- {md_text(x)}" for x in noted), ""]
     again = retried(doc["results"])
     if again:
         out += ["## Measured again", "", retried_text(again), ""]

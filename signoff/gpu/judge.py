@@ -3,7 +3,6 @@ thermal thresholds in either NVML form, GPU-NIC relation."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timezone
 from statistics import median
 
@@ -17,18 +16,46 @@ LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 COVER_SLACK_S = 60
 
 
-def log_short(doc: dict) -> str | None:
-    """What a kernel log covers when it covers less than asked ('the last 23 min (from
-    2026-12-02T01:13:00Z)'), else None. Unknown coverage (no line at all) is short too."""
-    since, start = doc.get("since"), doc.get("covers_from")
-    if isinstance(since, (int, float)) and isinstance(start, (int, float)) and start <= since + COVER_SLACK_S:
+def utc(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _span(start: float, end: float) -> str:
+    age = max(0.0, end - start)
+    return f"{age / 3600:.1f} h" if age >= 3600 else f"{age / 60:.0f} min"
+
+
+def log_short(doc: dict, end: float, need_from: float) -> str | None:
+    """What a kernel log read up to `end` (the run's start, the host's clock) covers when it
+    does not reach `need_from` ('the last 23 min only (from 2026-12-02T01:13:00Z)'), else
+    None. Unknown coverage (no line at all) is short too."""
+    start = doc.get("covers_from")
+    if isinstance(start, (int, float)) and start <= need_from + COVER_SLACK_S:
         return None
     if not isinstance(start, (int, float)):
         return "an unknown span (no line of it could be dated)"
-    age = max(0.0, time.time() - start)
-    when = datetime.fromtimestamp(start, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    span = f"{age / 3600:.1f} h" if age >= 3600 else f"{age / 60:.0f} min"
-    return f"the last {span} only (from {when})"
+    return f"the last {_span(start, end)} only (from {utc(start)})"
+
+
+def log_cover(doc: dict, end: float) -> str | None:
+    """What a kernel log that reaches back less than its window (from doc['since']) covers,
+    and why, said with the verdict ('covers 1 min: node booted at ...; no persistent
+    journal'); None where it covers the window."""
+    start, since = doc.get("covers_from"), doc.get("since")
+    if not isinstance(start, (int, float)) or not isinstance(since, (int, float)) or \
+            start <= since + COVER_SLACK_S:
+        return None
+    boot = doc.get("boot")
+    booted = (f"node booted at {utc(boot)}" if isinstance(boot, (int, float))
+              and abs(start - boot) <= COVER_SLACK_S else f"from {utc(start)}")
+    if doc.get("source") == "journal":
+        why = ("the persistent journal holds no kernel message before it" if doc.get("persistent")
+               else "no persistent journal (journald keeps this boot only without /var/log/journal)")
+    elif str(doc.get("source", "")).startswith("dmesg"):
+        why = "no journal: dmesg holds this boot only"
+    else:
+        why = f"{doc.get('source')} starts there"
+    return f"covers {_span(start, end)}: {booted}; {why}"
 
 
 def counter_growth(before: dict, after: dict, ifaces: list[str]) -> tuple[list[str], list[str]]:
@@ -149,3 +176,35 @@ def nearest_nics(links: dict[str, str]) -> tuple[str | None, list[str]]:
         return None, []
     best = min(links.values(), key=LEVELS.index)
     return best, sorted(n for n, lv in links.items() if lv == best)
+
+
+# Derived thresholds (a profile of no class, `local`): a fraction of a figure the GPU reports.
+
+def memory_peak(g: dict) -> tuple[float | None, str]:
+    """A GPU's peak memory bandwidth in TB/s from NVML: bus width x max memory clock x 2 (data
+    moves on both clock edges: 5120-bit x 1215 MHz = 1.555 TB/s on A100 40GB, 384-bit x 9001 MHz
+    = 0.864 TB/s on L40S, their datasheets' figures)."""
+    m = g.get("memory") or {}
+    bits, mhz = m.get("bus_width_bits"), m.get("max_clock_mhz")
+    if not bits or not mhz:
+        return None, f"GPU {g.get('index')}: NVML gave no memory bus width or max memory clock ({m})"
+    return round(bits / 8 * mhz * 1e6 * 2 / 1e12, 3), f"{bits}-bit x {mhz} MHz x 2"
+
+
+def fractions(figures: dict[str, float], refs: dict[str, tuple[float | None, str]]) -> dict[str, float]:
+    """Each GPU's figure / its own reference (GPUs without a readable reference left out)."""
+    return {k: round(v / refs[k][0], 3) for k, v in figures.items() if (refs.get(k) or (None,))[0]}
+
+
+def same_model_thresholds(gpus: list[dict], got: dict) -> dict:
+    """Per GPU, the highest each threshold reads on the host's GPUs of its model (`got`: GPU
+    index -> thermal_thresholds()); GPUs alone of their model are left out: nothing to compare."""
+    models: dict[str, list] = {}
+    for g in gpus:
+        models.setdefault(g.get("name"), []).append(g["index"])
+    want = {}
+    for idx in (i for ids in models.values() if len(ids) > 1 for i in ids):
+        peers = next(ids for ids in models.values() if idx in ids)
+        want[idx] = {k: max((got[p][k][0] for p in peers if got[p][k][0] is not None), default=None)
+                     for k in ("shutdown", "slowdown", "gpu_max", "mem_max")}
+    return want

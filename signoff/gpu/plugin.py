@@ -1,4 +1,4 @@
-"""The gpu family's measuring fixture, and the error-counter check moved to the end."""
+"""The gpu family's measuring fixture, and the checks of the run's own faults moved to the end."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 
 from signoff.gpu.run import Health
 
-LAST = ("test_error_counters",)  # compares the counters at the end with those at the start
+# the counters at the end against those at the start; the kernel log's XIDs since the start
+LAST = ("test_xid_during_run", "test_error_counters")
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +17,7 @@ def health(request, fleet) -> Health:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """The counters' second snapshot is taken after every other check has loaded the hosts."""
+    """The counters' second snapshot and the XIDs of the run are read after every other
+    check has loaded the hosts."""
     late = {id(i) for i in items if getattr(i, "originalname", i.name) in LAST}
     items[:] = [i for i in items if id(i) not in late] + [i for i in items if id(i) in late]

@@ -445,6 +445,12 @@ def gpu_info(torch_ok):
                 g["mig_current"] = g["mig_pending"] = None
             g["nvlink"] = nvlinks(nv, h)
             g["power"] = power_limits(nv, h)
+            # the peak memory bandwidth a profile of no class judges HBM against (gpu/judge.py)
+            mem_clock = getattr(nv, "NVML_CLOCK_MEM", 2)
+            g["memory"] = {"bus_width_bits": _nv(getattr(nv, "nvmlDeviceGetMemoryBusWidth", None)
+                                                 or (lambda _h: None), h),
+                           "max_clock_mhz": _nv(getattr(nv, "nvmlDeviceGetMaxClockInfo", None)
+                                                or (lambda _h, _c: None), h, mem_clock)}
             g["vbios"] = _nv(nv.nvmlDeviceGetVbiosVersion, h)
             g["thermal"] = thermal(nv, h)
             out["gpus"].append(g)
@@ -486,8 +492,10 @@ def _journal(since):
 
 
 def _journal_reaches(since):
-    """Whether the journal holds any entry older than `since` (so it covers all after it)."""
-    out, _ = _run(["journalctl", "--until", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)),
+    """Whether the system journal holds a kernel message older than `since` (so it covers the
+    kernel's messages after it): a user's or a service's older entry proves nothing of those."""
+    out, _ = _run(["journalctl", "--system", "_TRANSPORT=kernel", "--until",
+                   time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)),
                    "-n", "1", "-o", "short-unix", "--no-pager", "-q"], timeout=60)
     return bool(out and out.strip())
 
@@ -565,6 +573,8 @@ def kernel_xids(since):
         lines, why = _journal(start)
         out["source"] = "journal"
         reaches = lines is not None and _journal_reaches(start)
+        if lines is not None:  # journald keeps this boot only without it (Storage=auto, the default)
+            out["persistent"] = os.path.isdir(os.environ.get("SIGNOFF_JOURNAL_DIR", "/var/log/journal"))
         if lines is None:
             out["notes"].append(why)
             lines, why = _dmesg()
@@ -604,6 +614,7 @@ def main():
     tinfo = torch_info()
     doc = {
         "probe": "sysinfo",
+        "clock": round(t0, 3),  # this host's epoch at the run's start: the run's XIDs are after it
         "hostname": platform.node(),
         "machine": machine(),
         "python": platform.python_version(),

@@ -23,11 +23,24 @@ class Health:
     def _probe(self, name: str, *args, timeout: float = 180):
         return lambda n: self.fleet.sessions[n].cached_probe(name, *args, timeout=timeout)
 
+    def run_start(self, host: str) -> float:
+        """The run's start on the host's own clock (sysinfo's), which its kernel log's times
+        are in; the controller's where sysinfo did not say (a recording made before it did)."""
+        clock = self.fleet.facts(host).get("clock")
+        return clock if isinstance(clock, (int, float)) else self.started
+
     def xids(self, host: str, window_s: float | None) -> dict:
         """The host's kernel-log XIDs over the last window_s before the run; None: this boot."""
-        since = "boot" if window_s is None else str(round(self.started - window_s))
+        since = "boot" if window_s is None else str(round(self.run_start(host) - window_s))
         return self._measured("xid history", host, ("test_xid_history",),
                               self._probe("sysinfo", "xids", since))
+
+    def xids_during(self, host: str) -> dict:
+        """The host's kernel-log XIDs since the run's start, read at its end (test_xid_during_run
+        runs last): those the suite's own load raised."""
+        since = str(self.run_start(host))
+        return self._measured("xids during the run", host, ("test_xid_during_run",),
+                              lambda n: self.fleet.sessions[n].probe("sysinfo", "xids", since, timeout=180))
 
     def counters(self, host: str) -> dict:
         """The error counters at the end of the run (test_error_counters runs last)."""

@@ -1,0 +1,230 @@
+"""XIDs on a fresh node and during the run (issue 29 item 2, issue 32 items 1, 2, 8) on the
+recorded 2x H200 of tests/test_health_recorded.py: recorded kernel logs and journals carry their
+own times, and the recorded sysinfo its host's clock at the run's start, so nothing here reads
+this machine's clock or uptime."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_cli import LOCK_WAIT
+from test_health_recorded import ROOT, judged, recorded_facts, recorded_host, sysinfo_probe
+
+from signoff import InputError, profiles
+from signoff.gpu import judge
+
+CLOCK = 1_764_633_600.0  # the recorded host's clock when the run began (sysinfo's "clock")
+BOOTED = "2025-12-01T23:59:00Z"  # CLOCK - 60 s
+UP_10_DAYS = 10 * 86400
+XID_13 = "NVRM: Xid (PCI:0000:00:07): 13, pid=4242, Graphics Exception"
+XID_79 = "NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', GPU has fallen off the bus."
+
+
+def dmesg(path: Path, btime: float, lines) -> Path:
+    """A recorded dmesg (`[seconds since boot] text`) after its machine's `btime` line; each
+    line (epoch, text)."""
+    path.write_text(f"btime {int(btime)}\n"
+                    + "".join(f"[{t - int(btime):12.6f}] {text}\n" for t, text in lines))
+    return path
+
+
+def fresh_node(tmp_path: Path, lines=()) -> Path:
+    """The recorded H200 booted a minute before the run (a VM just handed over): its dmesg holds
+    this boot only."""
+    log = dmesg(tmp_path / "kern.log", CLOCK - 60, [(CLOCK - 60, "Linux version 6.1.0 (recorded)"),
+                                                    (CLOCK - 56, "NVRM: loading NVIDIA UNIX Open Kernel "
+                                                                 "Module for x86_64  570.195.03"), *lines])
+    inv = recorded_host(tmp_path, {"SIGNOFF_KERNEL_LOG": log})
+    recorded_facts(tmp_path, lambda f: f.update(clock=CLOCK))
+    return inv
+
+
+def site_profile(tmp_path: Path, xid: str) -> str:
+    prof = tmp_path / "site.yaml"
+    prof.write_text(f"extends: h200-2x-nvlink\ncriteria:\n  xid_fatal: {xid}\n")
+    return str(prof)
+
+
+def test_fresh_node_passes_xid_history_stating_what_its_log_covers(tmp_path):
+    """issue 29 item 2: a node booted a minute before PASSes under the shipped 168 h window (before:
+    ERROR "covers the last 1 min only"), and what its log covers is said in the check's details,
+    on the report's cover (report.html, report.md) and in the terminal."""
+    inv = fresh_node(tmp_path)
+    rd = tmp_path / "report"
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_health.py", "-k", "xid_history",
+                        "--partial", "--inventory", str(inv), "--profile", "h200-2x-nvlink",
+                        "--report-dir", str(rd), "-p", "no:cacheprovider",
+                        *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = {x["criterion"]: x for x in json.loads((rd / "results.json").read_text())["results"]}["xid_history"]
+    assert r["status"] == "PASS", r
+    said = f"covers 1 min: node booted at {BOOTED}; recorded log {tmp_path / 'kern.log'} starts there"
+    assert r["details"]["covers"] == said and said in r["message"] + r["note"], r
+    assert r["note"] == f"kernel log {said}: the rest of the 168 h window is unseen"
+    assert f"xid_history on gpunode: kernel log {said}" in (rd / "report.md").read_text()
+    assert "Said with the verdict" in (rd / "report.md").read_text()
+    assert f"xid_history on gpunode: kernel log {said}" in (rd / "report.html").read_text()
+    assert f"note: xid_history on gpunode: kernel log {said}" in p.stdout
+
+
+def test_fresh_node_under_require_history_is_an_error(tmp_path):
+    """A burn-in site's profile keeps the strict form: 168 h of log or no verdict."""
+    prof = site_profile(tmp_path, "{require_history: 168h}")
+    r = judged(tmp_path, fresh_node(tmp_path), "-k", "xid_history", profile=prof)["xid_history"]
+    assert r["status"] == "ERROR", r
+    assert "covers the last 1 min only (from 2025-12-01T23:59:00Z), not the last 168 h (require_history)" \
+        in r["message"] and "or drop require_history" in r["message"], r
+
+
+def test_fresh_node_with_a_fatal_xid_since_boot_fails(tmp_path):
+    r = judged(tmp_path, fresh_node(tmp_path, [(CLOCK - 30, XID_79)]), "-k", "xid_history")["xid_history"]
+    assert r["status"] == "FAIL" and "XID 79 x1 on PCI:0000:00:06" in r["message"], r
+    assert "(covers 1 min: node booted at" in r["message"], r
+
+
+def test_a_log_that_lost_part_of_this_boot_is_an_error(tmp_path):
+    """A node up 10 days whose dmesg (its ring buffer wrapped) holds the last 23 minutes: the
+    part of the window since its boot is unseen, so no PASS."""
+    log = dmesg(tmp_path / "kern.log", CLOCK - UP_10_DAYS, [(CLOCK - 1380, "usb 1-1: new device")])
+    inv = recorded_host(tmp_path, {"SIGNOFF_KERNEL_LOG": log})
+    recorded_facts(tmp_path, lambda f: f.update(clock=CLOCK))
+    r = judged(tmp_path, inv, "-k", "xid_history")["xid_history"]
+    assert r["status"] == "ERROR", r
+    assert "covers the last 23 min only (from 2025-12-01T23:37:00Z), not the last 168 h" in r["message"], r
+
+
+def test_an_xid_the_runs_own_load_raised_fails_naming_it(tmp_path):
+    """issue 32 item 2: the kernel log read again at the end; an XID after the run's start (the
+    host's clock) FAILs whatever its code; one before it is the history check's."""
+    log = dmesg(tmp_path / "kern.log", CLOCK - UP_10_DAYS, [(CLOCK - UP_10_DAYS, "Linux version 6.1.0"),
+                                                          (CLOCK - 3600, XID_13), (CLOCK + 30, XID_79),
+                                                          (CLOCK + 40, XID_13)])
+    inv = recorded_host(tmp_path, {"SIGNOFF_KERNEL_LOG": log})
+    recorded_facts(tmp_path, lambda f: f.update(clock=CLOCK))
+    r = judged(tmp_path, inv, "-k", "xid_during_run")["xid_during_run"]
+    assert r["status"] == "FAIL" and r["measured"] == 2, r
+    assert "XID 79 on PCI:0000:00:06 at 2025-12-02T00:00:30Z (30 s into the run)" in r["message"], r
+    assert "XID 13 on PCI:0000:00:07 at 2025-12-02T00:00:40Z (40 s into the run)" in r["message"], r
+    assert "2025-12-01T23:00" not in r["message"] and "likely cause: a GPU" in r["message"], r
+
+
+def test_no_xid_during_the_run_passes_and_is_read_after_every_other_check(tmp_path):
+    log = dmesg(tmp_path / "kern.log", CLOCK - UP_10_DAYS, [(CLOCK - UP_10_DAYS, "Linux version 6.1.0"),
+                                                          (CLOCK - 3600, XID_13)])
+    inv = recorded_host(tmp_path, {"SIGNOFF_KERNEL_LOG": log})
+    recorded_facts(tmp_path, lambda f: f.update(clock=CLOCK))
+    rd = tmp_path / "report"
+    subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--partial", "--inventory", str(inv),
+                    "--profile", "h200-2x-nvlink", "--report-dir", str(rd), "-p", "no:cacheprovider",
+                    "-k", "xid_during_run or gpu_model or xid_history", *LOCK_WAIT],
+                   cwd=ROOT, capture_output=True, text=True, timeout=300)
+    res = json.loads((rd / "results.json").read_text())["results"]
+    assert [r["criterion"] for r in res][-1] == "xid_during_run", res
+    r = {x["criterion"]: x for x in res}
+    assert r["xid_during_run"]["status"] == "PASS" and r["xid_during_run"]["measured"] == 0, r
+    assert r["xid_history"]["status"] == "PASS" and r["xid_history"]["details"]["counts"] == {"13": 1}, r
+
+
+def test_a_log_that_lost_the_runs_start_is_an_error(tmp_path):
+    """dmesg's ring buffer wrapped during the run: its first line is after the run's start."""
+    log = dmesg(tmp_path / "kern.log", CLOCK - UP_10_DAYS, [(CLOCK + 600, "usb 1-1: new device")])
+    inv = recorded_host(tmp_path, {"SIGNOFF_KERNEL_LOG": log})
+    recorded_facts(tmp_path, lambda f: f.update(clock=CLOCK))
+    r = judged(tmp_path, inv, "-k", "xid_during_run")["xid_during_run"]
+    assert r["status"] == "ERROR" and "not the run since 2025-12-02T00:00:00Z" in r["message"], r
+
+
+# issue 32 item 1: `codes` validated in every window
+@pytest.mark.parametrize("xid, where", [
+    ("{window: boot, codes: []}", "xid_fatal.codes: expected a list of XID numbers, got []"),
+    ("{window: boot, codes: ['79', '48']}", "xid_fatal.codes: expected a list of XID numbers"),
+    ("{window: 168h, codes: ['79']}", "xid_fatal.codes: expected a list of XID numbers"),
+    ("{window: boot, require_history: 168h}", "xid_fatal.require_history: expected a duration within "
+                                              "window (boot)"),
+    ("{require_history: 200h}", "xid_fatal.require_history: expected a duration within window (168h)"),
+    ("{require_history: 0h}", "xid_fatal.require_history"),
+    ("{window: forever}", "xid_fatal.window: expected a duration like 168h, or boot"),
+])
+def test_xid_keys_are_checked_in_every_window(tmp_path, xid, where):
+    site_profile(tmp_path, xid)
+    with pytest.raises(InputError, match=where.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        profiles.load(str(tmp_path / "site.yaml"))
+
+
+def test_xid_keys_accepted():
+    for xid in ("{window: boot, codes: [79]}", "{require_history: 168h}", "{require_history: 24h}"):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            t = profiles.load(site_profile(Path(d), xid)).threshold("xid_fatal")
+            assert t.extra["codes"] and t.extra["window"]
+
+
+def journalctl(bin_dir: Path, journal: list[dict]) -> None:
+    """A journalctl that answers from a recorded journal (entries: t, transport, scope, text) as
+    the real one does for the options the probe passes: --system/--user, _TRANSPORT=,
+    --since/--until (local time), -n, -o short-unix."""
+    bin_dir.mkdir()
+    rec = bin_dir / "journal.json"
+    rec.write_text(json.dumps(journal))
+    exe = bin_dir / "journalctl"
+    exe.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""\
+        import json, sys, time
+        a, entries = sys.argv[1:], json.load(open({str(rec)!r}))
+        at = lambda o: time.mktime(time.strptime(a[a.index(o) + 1], "%Y-%m-%d %H:%M:%S"))
+        if "--system" in a: entries = [e for e in entries if e["scope"] == "system"]
+        if "--user" in a: entries = [e for e in entries if e["scope"] == "user"]
+        for m in [x for x in a if x.startswith("_TRANSPORT=")]:
+            entries = [e for e in entries if e["transport"] == m.split("=", 1)[1]]
+        if "--since" in a: entries = [e for e in entries if e["t"] >= at("--since")]
+        if "--until" in a: entries = [e for e in entries if e["t"] <= at("--until")]
+        if "-n" in a: entries = entries[-int(a[a.index("-n") + 1]):]
+        for e in entries: print("%.6f gpunode %s: %s" % (e["t"], e.get("tag", "kernel"), e["text"]))
+        """))
+    exe.chmod(0o755)
+
+
+def test_journal_coverage_is_proven_by_kernel_entries_of_the_system_journal_only(tmp_path, monkeypatch):
+    """issue 32 item 8: a user's journal entry from before the window (and a service's) proves
+    nothing of the kernel's messages; the volatile journal's kernel entries start at this boot."""
+    boot = CLOCK - 60
+    journalctl(tmp_path / "bin", [
+        {"t": CLOCK - 30 * 86400, "transport": "journal", "scope": "user", "tag": "bash", "text": "old"},
+        {"t": CLOCK - 20 * 86400, "transport": "syslog", "scope": "system", "tag": "cron", "text": "old"},
+        {"t": boot, "transport": "kernel", "scope": "system", "text": "Linux version 6.1.0 (recorded)"},
+        {"t": boot + 4, "transport": "kernel", "scope": "system", "text": XID_13}])
+    probe = sysinfo_probe(monkeypatch, tmp_path)
+    monkeypatch.delenv("SIGNOFF_KERNEL_LOG", raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("SIGNOFF_JOURNAL_DIR", str(tmp_path / "no-var-log-journal"))
+    monkeypatch.setattr(probe, "_boot_time", lambda: (int(boot), None))
+    doc = probe.kernel_xids(CLOCK - 168 * 3600)
+    assert doc["source"] == "journal" and doc["counts"] == {"13": 1} and doc["persistent"] is False, doc
+    assert doc["covers_from"] == boot, doc  # before: the user's entry made it the window's start
+    assert judge.log_cover(doc, CLOCK) == (f"covers 1 min: node booted at {BOOTED}; no persistent journal "
+                                           f"(journald keeps this boot only without /var/log/journal)")
+
+
+def test_what_a_short_log_covers_is_said_by_its_source():
+    doc = {"since": CLOCK - 168 * 3600, "covers_from": CLOCK - 60, "boot": CLOCK - 60}
+    assert judge.log_cover({**doc, "source": "dmesg (this boot)"}, CLOCK) == \
+        f"covers 1 min: node booted at {BOOTED}; no journal: dmesg holds this boot only"
+    assert judge.log_cover({**doc, "source": "journal", "persistent": True}, CLOCK + 7200) == \
+        f"covers 2.0 h: node booted at {BOOTED}; the persistent journal holds no kernel message before it"
+    assert judge.log_cover({**doc, "covers_from": doc["since"], "source": "journal"}, CLOCK) is None
+    assert judge.log_short({**doc, "source": "dmesg (this boot)"}, CLOCK, doc["boot"]) is None
+    assert judge.log_short({**doc, "source": "dmesg (this boot)"}, CLOCK, doc["since"]) == \
+        f"the last 1 min only (from {BOOTED})"
+
+
+def test_notes_are_one_cover_line_per_criterion_hosts_folded():
+    from signoff import report
+    rec = lambda h, note: {"criterion": "xid_history", "host": h, "status": "PASS", "note": note}  # noqa: E731
+    lines = report.note_lines([rec("node01", "covers 1 min: a"), rec("node02", "covers 2 min: b"),
+                               {"criterion": "gpu_model", "host": "node01", "status": "PASS"}])
+    assert lines == ["xid_history on 2 hosts node[01-02]: as on node01, covers 1 min: a "
+                     "(each host's in results.json)"]
+    assert report.note_lines([rec("node01", "covers 1 min: a")]) == ["xid_history on node01: covers 1 min: a"]
