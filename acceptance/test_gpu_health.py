@@ -57,6 +57,8 @@ def test_power_limit(host, gpus, profile, check):
     # a profile without a class (local) has no rated figure: the GPU's own default is the floor
     t = profile.threshold("power_limit") if profile.gpu_required or "power_limit" in profile.criteria \
         else None
+    own = t if t is not None and t.extra.get("derived") == "own_default" else None  # local's rule
+    t, frac = (None, own.value) if own else (t, 1.0)
     power = {g["index"]: g.get("power") or {} for g in gpus}
     unread = [i for i, p in power.items() if p.get("enforced_w") is None
               or (t is None and p.get("default_w") is None)]
@@ -65,12 +67,13 @@ def test_power_limit(host, gpus, profile, check):
                          f"{ {i: power[i] for i in unread} }")
     bad = [f"GPU {i} enforced power limit {p['enforced_w']:g} W < {t.value:g} W"
            for i, p in power.items() if t and not t.ok(p["enforced_w"])]
-    bad += [f"GPU {i} capped at {p['enforced_w']:g} W, below its default {p['default_w']:g} W"
-            for i, p in power.items() if p.get("default_w") and p["enforced_w"] < p["default_w"]
+    below = f"{frac:g} x its default" if frac != 1 else "its default"
+    bad += [f"GPU {i} capped at {p['enforced_w']:g} W, below {below} {p['default_w']:g} W"
+            for i, p in power.items() if p.get("default_w") and p["enforced_w"] < frac * p["default_w"]
             and (t is None or t.ok(p["enforced_w"]))]
     check.require(bad, min(p["enforced_w"] for p in power.values()),
                   f"every GPU's enforced power limit {t.expected + ' and ' if t else ''}"
-                  f"not below its default", t.source if t else RULE,
+                  f"not below {below}", t.source if t else own.source if own else RULE,
                   cause="an admin power cap (nvidia-smi -pl) or a lower-power variant of the GPU",
                   details=power)
 

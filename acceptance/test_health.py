@@ -153,6 +153,18 @@ def _hbm(host, health) -> dict:
 def test_hbm_bandwidth(host, gpus, profile, check, health, fleet):
     t = profile.threshold("hbm_bandwidth")
     doc = _hbm(host, health)
+    if t.extra.get("derived") == "memory_peak":  # no class: each GPU against its own peak
+        peaks = {str(g["index"]): judge.memory_peak(g) for g in gpus}
+        if any(v is None for v, _ in peaks.values()):
+            raise ProbeError(f"{host}: no memory peak to judge HBM by: "
+                             f"{'; '.join(w for v, w in peaks.values() if v is None)}")
+        ratio = judge.fractions(doc["gpus"], peaks)
+        low = min(ratio, key=ratio.get)
+        check.expect(ratio[low], t, f"GPU {low}'s device-to-device copy, read + written, "
+                     f"{doc['gpus'][low]:g} TB/s / its peak {peaks[low][0]:g} TB/s ({peaks[low][1]})",
+                     cause="degraded HBM or clocks (throttling, a power cap)",
+                     details={**doc, "peaks": {k: v for k, (v, _) in peaks.items()}, "fraction": ratio})
+        return
     slowest = min(doc["gpus"], key=doc["gpus"].get)
     check.expect(doc["gpus"][slowest], t, f"GPU {slowest} (the slowest) device-to-device copy, "
                  f"read + written", cause="degraded HBM or clocks (throttling, a power cap)", details=doc,
@@ -189,6 +201,8 @@ def test_thermal_thresholds(host, gpus, profile, check):
     """Each GPU's slowdown, shutdown, GPU-max and memory-max temperatures, in either NVML form,
     not below the class's (a lower one throttles the GPU early)."""
     t = profile.threshold("thermal_slowdown")
+    if t.extra.get("derived") == "same_model":  # no class: the GPU's siblings of its model
+        return _same_model_thresholds(host, gpus, t, check)
     want = {"slowdown": t.value, **{k: v for k, v in t.extra.items() if k in judge.SMI_ABSOLUTE}}
     try:
         got = _thresholds(gpus, want)
@@ -199,6 +213,26 @@ def test_thermal_thresholds(host, gpus, profile, check):
     check.require(bad, min(th["slowdown"][0] for th in got.values()),
                   "every GPU's " + ", ".join(f"{k} >= {v} C" for k, v in want.items()), t.source,
                   cause="a VBIOS or driver setting below the class's", details=got)
+
+
+def _same_model_thresholds(host, gpus, t, check):
+    """Every GPU's thresholds >= t.value x the highest its host's GPUs of the same model read:
+    one GPU whose VBIOS or driver sets them lower throttles early. A GPU alone of its model has
+    nothing to compare with: its own slowdown is what thermal_margin judges the soak by."""
+    try:
+        got = _thresholds(gpus, ("slowdown",))
+    except ProbeError as exc:
+        raise ProbeError(f"{host}: {exc}") from None
+    want = judge.same_model_thresholds(gpus, got)
+    if not want:
+        not_applicable(f"{host}: no class figure, and no two GPUs of one model to compare; each GPU's "
+                       f"own slowdown judges the soak (thermal_margin)")
+    bad = [f"GPU {i} {k} {got[i][k][0]} C < {t.value:g} x {v} C, its model's highest on the host "
+           f"({got[i][k][1]})" for i, w in want.items() for k, v in w.items()
+           if v is not None and (got[i][k][0] is None or got[i][k][0] < t.value * v)]
+    check.require(bad, min(got[i]["slowdown"][0] for i in want),
+                  f"every GPU's thresholds {t.expected} (the highest its model reads on the host)", t.source,
+                  cause="a VBIOS or driver setting below its siblings'", details=got)
 
 
 def test_thermal_margin(host, gpus, profile, soak_run, check):

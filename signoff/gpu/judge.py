@@ -176,3 +176,35 @@ def nearest_nics(links: dict[str, str]) -> tuple[str | None, list[str]]:
         return None, []
     best = min(links.values(), key=LEVELS.index)
     return best, sorted(n for n, lv in links.items() if lv == best)
+
+
+# Derived thresholds (a profile of no class, `local`): a fraction of a figure the GPU reports.
+
+def memory_peak(g: dict) -> tuple[float | None, str]:
+    """A GPU's peak memory bandwidth in TB/s from NVML: bus width x max memory clock x 2 (data
+    moves on both clock edges: 5120-bit x 1215 MHz = 1.555 TB/s on A100 40GB, 384-bit x 9001 MHz
+    = 0.864 TB/s on L40S, their datasheets' figures)."""
+    m = g.get("memory") or {}
+    bits, mhz = m.get("bus_width_bits"), m.get("max_clock_mhz")
+    if not bits or not mhz:
+        return None, f"GPU {g.get('index')}: NVML gave no memory bus width or max memory clock ({m})"
+    return round(bits / 8 * mhz * 1e6 * 2 / 1e12, 3), f"{bits}-bit x {mhz} MHz x 2"
+
+
+def fractions(figures: dict[str, float], refs: dict[str, tuple[float | None, str]]) -> dict[str, float]:
+    """Each GPU's figure / its own reference (GPUs without a readable reference left out)."""
+    return {k: round(v / refs[k][0], 3) for k, v in figures.items() if (refs.get(k) or (None,))[0]}
+
+
+def same_model_thresholds(gpus: list[dict], got: dict) -> dict:
+    """Per GPU, the highest each threshold reads on the host's GPUs of its model (`got`: GPU
+    index -> thermal_thresholds()); GPUs alone of their model are left out: nothing to compare."""
+    models: dict[str, list] = {}
+    for g in gpus:
+        models.setdefault(g.get("name"), []).append(g["index"])
+    want = {}
+    for idx in (i for ids in models.values() if len(ids) > 1 for i in ids):
+        peers = next(ids for ids in models.values() if idx in ids)
+        want[idx] = {k: max((got[p][k][0] for p in peers if got[p][k][0] is not None), default=None)
+                     for k in ("shutdown", "slowdown", "gpu_max", "mem_max")}
+    return want

@@ -445,6 +445,12 @@ def gpu_info(torch_ok):
                 g["mig_current"] = g["mig_pending"] = None
             g["nvlink"] = nvlinks(nv, h)
             g["power"] = power_limits(nv, h)
+            # the peak memory bandwidth a profile of no class judges HBM against (gpu/judge.py)
+            mem_clock = getattr(nv, "NVML_CLOCK_MEM", 2)
+            g["memory"] = {"bus_width_bits": _nv(getattr(nv, "nvmlDeviceGetMemoryBusWidth", None)
+                                                 or (lambda _h: None), h),
+                           "max_clock_mhz": _nv(getattr(nv, "nvmlDeviceGetMaxClockInfo", None)
+                                                or (lambda _h, _c: None), h, mem_clock)}
             g["vbios"] = _nv(nv.nvmlDeviceGetVbiosVersion, h)
             g["thermal"] = thermal(nv, h)
             out["gpus"].append(g)

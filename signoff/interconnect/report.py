@@ -25,6 +25,7 @@ def interconnect_section(records: list[dict], profile) -> str:
                     "all-reduce busbw vs message size")
     if p2p:
         lim = profile.criteria.get("p2p_bandwidth") if profile else None
+        lim = None if lim and lim.extra.get("derived") else lim  # a fraction of each pair's link: no one line
         shown = sorted(p2p, key=lambda h: min(p2p[h]["unidirectional"].values()))
         if len(shown) > MATRIX_MAX_HOSTS:
             out += (f"<p>GPU pair copies of the {WORST} hosts with the slowest pair (of "

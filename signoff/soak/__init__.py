@@ -14,7 +14,9 @@ CRITERIA = {
     # with_limit: correlation is the rule's second limit, set with the first in a child (profiles.py)
     "soak_clock_stability": {"type": "number", "ops": ("max",), "extra": ("correlation",),
                              "with_limit": ("correlation",)},
-    "soak_gemm_tflops": {"type": "number", "fleet": True},  # per GPU, mean after warm-up
+    # per GPU, mean after warm-up; derived model_median (no class): a fraction of the median GPU
+    # of its model in the run (judge.judge_gemm_model), N.A. where the run has one such GPU
+    "soak_gemm_tflops": {"type": "number", "fleet": True, "derived": {"model_median": "x model median"}},
     "soak_gemm_straggler": {"type": "number"},  # GPU / the host's median GPU
     "soak_errors": {"type": "number", "ops": ("max",)},  # new uncorrectable ECC errors, XIDs, failed loads
 }

@@ -510,3 +510,20 @@ def judge_errors(s: Series, final: dict) -> Verdict:
                                        "ecc_after": final.get("ecc_after"),
                                        "gpu_errors": final.get("gpu_errors") or {},
                                        "violation_ns": final.get("violation_ns")}, notes)
+
+
+def judge_gemm_model(s: Series, warmup: float, fraction: float, pool: list[float]) -> Verdict:
+    """Every GPU's sustained GEMM rate >= fraction x the median of `pool`, the sustained rates
+    of every GPU of its model in the run (this host's among them): a profile of no class
+    (local), where no absolute figure for an unknown GPU holds."""
+    _some_gpu(s)
+    rates = gemm(s, warmup)
+    vals = [v for v in rates.values() if v is not None]
+    if not vals or not pool:
+        raise Unjudgeable(f"no GEMM rate measured after the {warmup:g} s warm-up on any GPU")
+    med = median(pool)
+    fails = [f"GPU {g}: no GEMM rate measured after warm-up" if v is None else
+             f"GPU {g}: {v:g} TFLOP/s = {v / med:.3f} x its model's median {med:g}"
+             for g, v in rates.items() if v is None or v < fraction * med]
+    return Verdict(fails, round(min(vals) / med, 3), {"tflops": rates, "model_median": med,
+                                                      "model_gpus": len(pool)})

@@ -6,6 +6,7 @@ from __future__ import annotations
 from signoff import retry
 from signoff.check import class_guard, not_applicable
 from signoff.fleet import ProbeError
+from signoff.interconnect.judge import pcie_rate
 from signoff.interconnect.run import collective_devices
 from signoff.training import section
 from signoff.training.judge import loss_ratio, slowest_link
@@ -93,8 +94,12 @@ def hostlink_doc(host, profile) -> dict:
     t = profile.criteria.get("host_link_bandwidth")
     if t is None:
         return doc
-    return retry.kept(*retry.best_of(doc, lambda: copies(host.probe),
-                                     lambda d: slowest_link(d["gpus"])[0], t))
+    figure = lambda d: slowest_link(d["gpus"])[0]  # noqa: E731
+    if t.extra.get("derived") == "pcie_link":  # a fraction of each GPU's own link: the lowest
+        by = {g["index"]: g for g in host.gpus}
+        figure = lambda d: round(min(g[k] / (pcie_rate(by.get(g["index"], {}))[0] or float("inf"))  # noqa: E731
+                                     for g in d["gpus"] for k in ("h2d_pinned", "d2h_pinned")), 3)
+    return retry.kept(*retry.best_of(doc, lambda: copies(host.probe), figure, t))
 
 
 # Each measurement's family (phases run one after another, never beside each other on a host:
