@@ -156,6 +156,15 @@ def run_width(torch, dist, args, dev, rank, n, group):
 def worker(local_rank, local_world, args, port, out_path):
     import torch
     import torch.distributed as dist
+    # Before the group exists: DDP's first construction imports torch.distributed.nn.functional
+    # (through torch._dynamo), whose functions default to `group=group.WORLD`, read at import.
+    # Imported after init_process_group they keep the default group for the process's life:
+    # destroy_process_group frees nothing and gloo's group is torn down by the interpreter's
+    # own teardown, its threads live while the peers exit (the SIGABRTs: docs/measurements.md).
+    try:
+        import torch.distributed.nn.functional  # noqa: F401
+    except ImportError:
+        pass
 
     world = args.nnodes * local_world
     rank = args.node_rank * local_world + local_rank
