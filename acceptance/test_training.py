@@ -147,9 +147,13 @@ def test_host_link_bandwidth(host, gpus, profile, check, training, fleet):
                   for g in doc["gpus"] for k in ("h2d_pinned", "d2h_pinned")]
         frac, gbps, i, way = min(copies)
         rate, what = links[i]
-        check.expect(round(frac, 3), t, f"slowest pinned copy / its link (GPU {i} {way} {gbps:g} GB/s "
-                     f"of {what} = {rate:g} GB/s{retry.said(doc, 'x PCIe link')})",
-                     cause=cause, details={**details, "links": {i: r for i, (r, _) in links.items()}})
+        bad = [] if t.ok(round(frac, 3)) else [
+            f"slowest pinned copy / its link: GPU {i} {way} {gbps:g} GB/s of {what} = {rate:g} GB/s = "
+            f"{frac:.3f} x PCIe link{retry.said(doc, 'x PCIe link')}"]
+        # the figure recorded is the slowest copy's GB/s, as a class's (signoff calibrate reads it)
+        check.require(bad, worst, f"every GPU's pinned copies {t.expected}", t.source, cause=cause,
+                      details={**details, "links": {i: r for i, (r, _) in links.items()}},
+                      fleet=(replace(t, unit="GB/s"), None))
         return
     check.expect(worst, t, f"slowest pinned copy ({which}{retry.said(doc, 'GB/s')})", cause=cause,
                  details=details,
