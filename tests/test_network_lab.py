@@ -475,3 +475,33 @@ def test_derived_pairs_are_judged_as_a_fraction_of_their_own_line_rate(lab, tmp_
     assert f"lab2: {iface} at 0.1 Gb/s (expected 1 ethernet port(s) up at >= 1 Gb/s (1 x 1 Gb/s, the " \
            "rate 2 of the run's 3 up ethernet ports run at)" in bad["message"], bad["message"]
     assert [r[("nic_link", h)]["status"] for h in ("lab1", "lab3")] == ["PASS", "PASS"]
+
+
+def test_derived_multinode_bound_and_step_bound_state_their_figures(lab, tmp_path):
+    """local's node_bound and step_bound rules between lab hosts, for real: every data interface
+    says 1000 Mb/s (a FAKE sysfs), lab3 sends at 300 Mbit/s (tc). The all-reduce is judged against
+    0.9 x the lowest node's min(its gloo intra-node all-reduce, 1 Gb/s / 8 = 0.125 GB/s): FAIL, the
+    bisection naming lab3. Then, unshaped, the step over nodes is judged against 0.9 x t_c / (t_c +
+    t_ar) of that run's own step and all-reduce, its figures stated."""
+    prof = tmp_path / "derived.yaml"
+    prof.write_text("extends: local\ncriteria:\n"
+                    "  multinode_allreduce_busbw: {size: 2M, sweep: [1M, 2M], attempts: 1}\n")
+    fake = {h.name: {"env": {"SIGNOFF_SYSFS": speed_sysfs(tmp_path / f"sys-{h.name}", h.veth_host, 1000)}}
+            for h in lab.hosts}
+    inv = inventory(lab, tmp_path, **fake)
+    with shaped(lab, {"lab3": "300mbit"}):
+        rc, res, out = accept(tmp_path / "multi", "acceptance/test_network.py", "-k", "multinode",
+                              "--partial", "--inventory", inv, "--profile", str(prof), timeout=600)
+    m = by_key(res)[("multinode_allreduce", "all hosts")]
+    assert m["status"] == "FAIL" and m["unit"] == "GB/s" and m["measured"] < 0.1, m
+    assert re.search(r"expected >= 0\.11\d GB/s \(provisional threshold.*source: derived: 0\.9 x "
+                     r"0\.125 GB/s, the lowest node's bound \(lab\d: min\(intra-node all-reduce [\d.]+ GB/s, "
+                     r"data interface \w+ at 1 Gb/s / 8 = 0\.125 GB/s\)\)", m["message"]), m["message"]
+    assert "likely cause: slow host lab3" in m["message"], m["message"]
+    rc, res, out = accept(tmp_path / "step", "acceptance/test_training.py", "-k", "train_scaling_nodes",
+                          "--partial", "--inventory", inv, "--profile", str(prof), timeout=600)
+    s = by_key(res)[("train_scaling_nodes", "all hosts")]
+    assert s["status"] in ("PASS", "FAIL"), s  # judged, by a figure worked out from this run
+    assert re.match(r"derived: 0\.9 x [\d.]+ = t_c / \(t_c \+ t_ar\), a step that cannot overlap its "
+                    r"all-reduce: t_c [\d.]+ ms, the slowest node's own step; t_ar [\d.]+ ms: [\d.]+ MB fp32 "
+                    r"gradients in 1 bucket\(s\)", s["details"]["derived"]), s["details"]["derived"]
