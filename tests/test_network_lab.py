@@ -505,3 +505,17 @@ def test_derived_multinode_bound_and_step_bound_state_their_figures(lab, tmp_pat
     assert re.match(r"derived: 0\.9 x [\d.]+ = t_c / \(t_c \+ t_ar\), a step that cannot overlap its "
                     r"all-reduce: t_c [\d.]+ ms, the slowest node's own step; t_ar [\d.]+ ms: [\d.]+ MB fp32 "
                     r"gradients in 1 bucket\(s\)", s["details"]["derived"]), s["details"]["derived"]
+
+
+def test_derived_bound_waits_for_no_dead_host(tmp_path):
+    """Under local's node_bound rule a dead host is named as under a figure: the all-reduce is not
+    started, lab2 its cause, the others not run; no bound is worked out without it."""
+    with Lab(tmp_path / "lab", n_hosts=3) as dead_lab:
+        dead_lab.stop_sshd("lab2")
+        rc, res, out = accept(tmp_path, "acceptance/test_network.py", "-k", "multinode", "--partial",
+                              "--inventory", inventory(dead_lab, tmp_path), "--profile", "local",
+                              "--connect-timeout", "5")
+    m = by_key(res)[("multinode_allreduce", "all hosts")]
+    assert m["status"] == "ERROR" and m["message"].startswith(
+        "multi-node all-reduce not started; caused by lab2: lab2: unreachable: connection refused"), m
+    assert m["message"].endswith("; not run because of it: lab1, lab3"), m["message"]

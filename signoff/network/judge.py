@@ -171,6 +171,7 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
     blamed for it."""
     killed = killed or set()
     states, doc, culprits, progress = {}, None, [], {}
+    beside = {}  # each host's other processes on its GPUs (signoff/cotenants.py), where sampled
     for name in names:
         r = outcome[name]
         if isinstance(r, (HostUnreachable, ProbeError)):
@@ -182,7 +183,10 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
         reached = ["the probe never started", "never joined the rendezvous", "joined"][progress[name]]
         own = (last_document(r.stdout) or {}).get("error")  # the probe's own words first
         if r.ok:
-            doc = doc or parse_probe_output(name, probe, r)
+            own_doc = parse_probe_output(name, probe, r)
+            doc = doc or own_doc
+            if own_doc.get("cotenants") is not None:
+                beside[name] = [{**e, "host": name} for e in own_doc["cotenants"]]
             states[name] = "ok"
         elif name in killed:
             states[name] = f"{reached}; stopped by signoff after {first} failed"
@@ -199,7 +203,8 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
             states[name] = (f"exit {r.rc} after joining: {last}" if joined
                             else f"exit {r.rc} before joining: {last}")
     if doc and all(v == "ok" for v in states.values()):
-        return {"ok": True, "doc": doc, "states": states}
+        return {"ok": True, "doc": doc, "states": states,
+                **({"cotenants": [e for es in beside.values() for e in es]} if beside else {})}
     if not culprits and first:
         timed_out = re.search(r"time[ds]? ?out", states.get(first, ""), re.I)
         every = len(names) > 1 and all(re.search(r"time[ds]? ?out", states.get(n, ""), re.I) for n in names)
@@ -295,7 +300,8 @@ def node_nics(info: dict, iface: str | None, nccl: bool) -> dict:
 
 def node_bound(nics: dict, intra: float | None) -> float | None:
     """A node's bound on the multi-node all-reduce busbw, GB/s: min(its intra-node all-reduce
-    busbw where it runs more than one rank, its NICs' rate / 8); None without a NIC rate."""
+    busbw (None on a one-GPU node: nothing within it), its NICs' rate / 8); None without a NIC
+    rate."""
     if not nics["gbps"]:
         return None
     return round(min(nics["gbps"] / 8, intra if intra else float("inf")), 3)
