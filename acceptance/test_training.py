@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from signoff import InputError, retry
+from signoff import InputError, cotenants, retry
 from signoff.check import not_applicable
 from signoff.figures import html_table
 from signoff.fleet import ProbeError
@@ -180,6 +180,9 @@ def test_train_scaling_nodes(fleet, network, profile, check, training, pytestcon
         raise ProbeError(f"training step over {max(runs)} nodes failed; caused by "
                          f"{', '.join(last.get('culprits') or []) or 'unknown'}: "
                          + "; ".join(f"{h}: {s}" for h, s in last["states"].items()))
+    # another process on a node's GPUs during a step across nodes (signoff/cotenants.py)
+    cotenants.guard(check, "all hosts", {"cotenants": [e for r in runs.values() for e in cotenants.seen(r)]},
+                    "training step across nodes")
     per_node, eff = {}, {}
     for k, res in runs.items():
         row, ranks = res["doc"]["widths"][0], res["doc"]["local_ranks"]

@@ -25,6 +25,7 @@ def _clock(iso: str) -> str:
 
 
 def _one(pid: int, es: list[dict], what: str) -> str:
+    host = es[0].get("host")  # a collective across nodes: each node's own processes
     gpus = sorted({e["gpu"] for e in es})
     name = next((e["name"] for e in es if e.get("name")), None) or \
         ("name unknown" if any(e.get("visible") for e in es) else "outside this pid namespace")
@@ -32,7 +33,8 @@ def _one(pid: int, es: list[dict], what: str) -> str:
     t0, t1 = min(e["t_first"] for e in es), max(e.get("t_last", e["t_first"]) for e in es)
     when = (f"at {_clock(first)} UTC ({t0:g} s into the {what})" if first == last else
             f"from {_clock(first)} to {_clock(last)} UTC ({t0:g}-{t1:g} s into the {what})")
-    return f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}: pid {pid} ({name}) {when}"
+    return (f"{host + ' ' if host else ''}GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}: "
+            f"pid {pid} ({name}) {when}")
 
 
 def text(doc, what: str | None = None) -> str:
@@ -40,11 +42,11 @@ def text(doc, what: str | None = None) -> str:
     into the soak) ran beside the soak'; '' when none was seen."""
     by_pid: dict = {}
     for e in seen(doc):
-        by_pid.setdefault(e["pid"], []).append(e)
+        by_pid.setdefault((e.get("host"), e["pid"]), []).append(e)
     if not by_pid:
         return ""
     what = what or during(doc)
-    parts = [_one(pid, es, what) for pid, es in by_pid.items()]
+    parts = [_one(pid, es, what) for (_, pid), es in by_pid.items()]
     if len(parts) == 1:
         return f"another process on {parts[0]} ran beside the {what}"
     more = f"; and {len(parts) - SHOWN} more" if len(parts) > SHOWN else ""

@@ -342,3 +342,25 @@ def test_recorded_h200_hbm_copies_beside_another_process_error_naming_it(tmp_pat
             "not the hardware's alone: measure again with the GPUs idle; likely cause: " + cause), res[c]
     assert p.returncode == 2, p.stdout
     assert "2 checks (hbm_bandwidth, hbm_uniformity)" in (rd / "report.md").read_text()
+
+
+def test_a_collective_across_nodes_names_each_nodes_cotenant_with_its_host():
+    """The multi-node all-reduce (and the step across nodes): every node's probe samples its own
+    GPUs; the collective's result keeps each node's processes with its name, and the check's
+    ERROR names the node too."""
+    import json
+
+    from signoff.network.judge import summarise
+    from signoff.transport import CommandResult
+
+    def ran(cot):
+        doc = {"probe": "allreduce", "rows": [{"bytes": 1, "busbw": 40.0}], "cotenants": cot}
+        return CommandResult("allreduce.py", 0, json.dumps(doc) + "\n", "signoff-event started node 0\n"
+                             "signoff-event joined rank 0\n", 60)
+    res = summarise({"a": ran([]), "b": ran([entry(gpu=3)])}, ["a", "b"])
+    assert res["ok"] and res["cotenants"] == [{**entry(gpu=3), "host": "b"}]
+    assert cotenants.text(res, "multi-node all-reduce") == (
+        "another process on b GPU 3: pid 4711 (python3) from 12:00:40 to 12:02:00 UTC (40.2-120 s into "
+        "the multi-node all-reduce) ran beside the multi-node all-reduce")
+    assert summarise({"a": ran([]), "b": ran([])}, ["a", "b"])["cotenants"] == []  # sampled: none
+    assert "cotenants" not in summarise({"a": ran(None)}, ["a"])  # not sampled (gloo)
