@@ -4,6 +4,7 @@ thresholds and margin, GPU-NIC affinity and GPUDirect."""
 
 from dataclasses import replace
 
+from signoff import cotenants
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.gpu import judge
@@ -245,6 +246,8 @@ def test_thermal_margin(host, gpus, profile, soak_run, check):
     soak_gpu_temp's hold) and its own slowdown threshold."""
     t = profile.threshold("thermal_margin")
     hs = soaked(host, soak_run)
+    # another process's load heats the GPUs too: not the cooling's margin (ERROR, naming it)
+    cotenants.guard(check, host, hs.doc, "soak", None, str(t.expected), t.unit, t.source)
     try:
         limits = _thresholds(gpus, ("slowdown",))
     except ProbeError as exc:

@@ -205,7 +205,8 @@ def test_soak_fake_nvml_cotenant_mid_soak_is_named_not_blamed_on_cooling(tmp_pat
     prof = tmp_path / "h200-2x-fast.yaml"  # samples every 0.5 s: enough of 10 s to judge clocks
     prof.write_text("extends: h200-2x-nvlink\nsoak: {interval: 0.5}\n")
     try:
-        p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_soak.py", "--partial",
+        p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_soak.py",
+                            "acceptance/test_health.py::test_thermal_margin", "--partial",
                             "--inventory", str(inv), "--profile", str(prof), "--soak-duration", "10s",
                             "--report-dir", str(rd), "-p", "no:cacheprovider", *LOCK_WAIT], cwd=ROOT,
                            capture_output=True, text=True, timeout=900, env={**clean, "HOG_PID": str(hog)})
@@ -226,7 +227,7 @@ def test_soak_fake_nvml_cotenant_mid_soak_is_named_not_blamed_on_cooling(tmp_pat
              f"to {e['last_seen'][11:19]} UTC ({e['t_first']:g}-{e['t_last']:g} s into the soak) ran "
              f"beside the soak")
     for c in ("soak_gpu_temp", "soak_mem_temp", "soak_throttle", "soak_clock_stability",
-              "soak_gemm_tflops", "soak_gemm_straggler", "soak_errors"):
+              "soak_gemm_tflops", "soak_gemm_straggler", "soak_errors", "thermal_margin"):
         r = res[c]
         assert r["status"] == "ERROR" and r["message"].endswith(cause), (c, r["status"], r["message"])
         assert "cooling" not in r["message"]
@@ -235,7 +236,7 @@ def test_soak_fake_nvml_cotenant_mid_soak_is_named_not_blamed_on_cooling(tmp_pat
     assert res["soak_gemm_tflops"]["measured"] < 635  # the figure is kept, not judged
     assert p.returncode == 2, p.stdout  # ERROR only: not signed off, the hardware not blamed
     cover = (rd / "report.md").read_text()
-    assert "6 checks (soak_gpu_temp" in cover and cause.replace("likely cause: ", "") in cover, cover[:3000]
+    assert "7 checks (soak_gpu_temp" in cover and cause.replace("likely cause: ", "") in cover, cover[:3000]
 
 
 def test_every_check_of_a_measurement_that_saw_a_cotenant_errors_naming_it():
