@@ -125,8 +125,9 @@ def test_all_pairs_of_many_hosts_say_their_cost_and_are_refused_above_the_cap(tm
     p = run("--hosts", "node[001-100]", "--net-pairs", "all", "--profile", "local",
             "--report-dir", str(tmp_path))
     assert p.returncode == 4, p.stdout + p.stderr
-    assert ("--net-pairs all: 100 hosts make 4950 host pairs in 99 rounds of 5 s (net_pair_bandwidth.duration "
-            "of profile local): about 8 min 15 s of measuring, plus each round's start-up; "
+    assert ("--net-pairs all: 100 hosts make 4950 host pairs in 99 rounds of 5 s "
+            "(net_pair_bandwidth.duration of profile local): about 8 min 15 s of measuring, "
+            "plus each round's start-up; "
             "that is above --net-pairs-max 2016: pass --net-pairs-max 4950 to run them all, or use "
             "--net-pairs ring (100 pairs)") in p.stderr, p.stderr
     assert not (tmp_path / "results.json").exists()
