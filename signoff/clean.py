@@ -15,7 +15,7 @@ from signoff.transport import HostUnreachable, open_transport
 
 # SWEEP lists the dead runs' dirs (none of them ours: there is no own dir, hence ''); each is
 # removed after its probes' process groups are killed, as a run's own cleanup does.
-CLEAN = (SWEEP.format(own="''") + " | while read w d t; do if [ \"$w\" = leftover ]; then "
+CLEAN = ("{ " + SWEEP.format(own="''") + "; } | while read w d t; do if [ \"$w\" = leftover ]; then "
          + KILL_PROBES.format(wd='"$d"') + "; if rm -rf \"$d\"; then echo removed $d $t; "
          "else echo kept $d; fi; else echo $w $d $t; fi; done")
 TIMEOUT_S = SWEEP_S + 50  # the sweep's own bound, then the removals

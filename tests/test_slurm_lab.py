@@ -28,6 +28,16 @@ def slurm(tmp_path_factory):
         assert not left, f"Slurm daemons left running after the lab: {left}"
 
 
+@pytest.fixture(autouse=True)
+def no_job_left(request):
+    """A salloc killed by a test's timeout (a loaded machine) leaves its job allocated, and
+    every later test would wait for nodes it never gets: cancel what a test left behind."""
+    yield
+    if "slurm" in request.fixturenames:
+        slurm = request.getfixturevalue("slurm")
+        slurm.run("scancel", "--partition", slurm.partition)
+
+
 def test_tasks_run_inside_each_hosts_namespace(slurm):
     r = slurm.run("srun", "-N3", "--label", "hostname", "-I")
     assert r.returncode == 0, r.stderr
