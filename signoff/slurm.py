@@ -35,8 +35,9 @@ STEP_START_S = 60  # srun's own start-up allowance (allocation of the step, task
 CLOSE_S = 10  # close() waits this long for our steps to leave squeue
 STREAM_KEEP = 200  # stdout lines a streamed command keeps (its caller has seen them all)
 # Linux caps one argument at 128 KiB (MAX_ARG_STRLEN): a step's script past this (a phase of
-# ~500 nodes or more, each its own command) travels as a file, srun --bcast copying it to
-# every node (BCAST_DIR/slurm_bcast_<job>.<step>_<node>), where it removes itself first.
+# ~500 nodes or more, each its own command) travels as a file, srun --bcast copying it once to
+# every node (BCAST_DIR/slurm_bcast_<job>.<step>_<node>) for all of the node's tasks: the last of
+# them to start removes it (a task that removed it first would leave the others nothing to run).
 ARG_SCRIPT_MAX = 96 * 1024
 BCAST_DIR = "/tmp/"
 # Slurm node states that take a node out of the run: its host ERRORs with Slurm's reason.
@@ -259,16 +260,23 @@ class Slurm:
 
     @staticmethod
     @contextmanager
-    def command(script: str):
+    def command(script: str, per_node: int = 1):
         """(srun options, the command) of a step's script: `sh -c` while it fits one argument,
-        else a file srun broadcasts (--bcast), removed here once the step has ended."""
+        else a file srun broadcasts (--bcast), removed here once the step has ended. On a node,
+        the copy is removed by the last of its `per_node` tasks to start: each task marks its
+        start (mkdir, atomic; the running shell holds the file open) and the one that counts
+        them all removes the copy and the marks."""
         if len(script.encode()) <= ARG_SCRIPT_MAX:
             yield [], ["sh", "-c", script]
             return
         fd, name = tempfile.mkstemp(prefix="signoff-step.", suffix=".sh")
+        started = (f'mkdir -- "$0.up.${{SLURM_LOCALID:-0}}"\n'
+                   f'n=0; for d in "$0".up.*; do [ -d "$d" ] && n=$((n + 1)); done\n'
+                   f'if [ "$n" -ge {int(per_node)} ]; then\n'
+                   f'  rm -f -- "$0"; rmdir -- "$0".up.* 2>/dev/null\nfi\n')
         try:
             with os.fdopen(fd, "w") as f:
-                f.write(f'#!/bin/sh\nrm -f -- "$0"\n{script}\n')
+                f.write(f'#!/bin/sh\n{started}{script}\n')
             os.chmod(name, 0o700)
             yield [f"--bcast={BCAST_DIR}"], [name]
         finally:
@@ -389,7 +397,7 @@ class Slurm:
         if not nodes:
             return outcome, next(iter(outcome), None), set()
         by_node = {n: _Entry(n, commands[n][0], timeout, python=commands[n][1]) for n in nodes}
-        with self.command(self.script(list(by_node.values()), False)) as (opts, command):
+        with self.command(self.script(list(by_node.values()), False), per_node) as (opts, command):
             step = self.launch([*self.srun_args(nodes, timeout, False, per_node, kill_on_bad_exit=1),
                                 *opts, *command], by_node, timeout, per_node=per_node)
         first, killed = None, set()

@@ -96,3 +96,20 @@ def test_a_script_past_one_arguments_limit_travels_as_a_file_removed_after_the_s
     assert not os.path.exists(command[0])
     with slurm.Slurm.command("echo small") as (opts, command):
         assert (opts, command) == ([], ["sh", "-c", "echo small"])
+
+
+def test_a_step_file_stays_until_every_task_of_its_node_has_started(tmp_path):
+    """srun --bcast copies the file once per node for all of its tasks: the first task must
+    not remove it (the others could not start it); the last of `per_node` to start does."""
+    entries = [slurm._Entry(f"node{i:05d}", f"echo task $SLURM_LOCALID of node{i:05d}", 60)
+               for i in range(10000)]
+    with slurm.Slurm.command(slurm.Slurm.script(None, entries, False), per_node=3) as (opts, command):
+        copy = tmp_path / "slurm_bcast_1.0_node00007"
+        copy.write_bytes(open(command[0], "rb").read())
+        copy.chmod(0o700)
+        for local in (2, 0, 1):  # in any order
+            assert copy.exists(), local
+            r = subprocess.run([str(copy)], env={**os.environ, "SLURMD_NODENAME": "node00007",
+                                                 "SLURM_LOCALID": str(local)}, capture_output=True, text=True)
+            assert f"task {local} of node00007" in r.stdout and r.returncode == 0, r.stderr
+    assert list(tmp_path.iterdir()) == []  # the copy and every task's mark removed by the last

@@ -213,3 +213,39 @@ def test_a_step_script_of_10000_nodes_travels_as_a_file_through_real_srun(slurm)
     got = [ln.split(maxsplit=3)[1:] for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
     assert sorted(got) == [[n, "0", f"ran on {n} for {n}"] for n in ("lab1", "lab2", "lab3")], r.stdout
     assert lines["LEFT"] == [], r.stdout  # the lab's nodes share this /tmp: each removed its copy
+
+
+BCAST_TASKS = r'''
+import os, sys
+from signoff import slurm
+nodes, per_node, out = ["lab1", "lab2", "lab3"], int(sys.argv[1]), sys.argv[2]
+s = slurm.Slurm(os.environ["SLURM_JOB_ID"], nodes, "bcast-tasks")
+# each node's own command past one argument's limit together (~40 KB each): the step's script
+# travels as a file, one copy per node for all of its tasks; every task leaves its mark
+commands = {n: (f"touch {out}/$SLURMD_NODENAME.$SLURM_LOCALID; : {n * 10000}", sys.executable)
+            for n in nodes}
+outcome, first, killed = s.collective(commands, per_node, 60)
+for n in nodes:
+    print("RESULT", n, outcome[n].rc, outcome[n].stderr.replace("\n", " | ")[:300])
+print("RAN", *sorted(os.listdir(out)))
+print("LEFT", *sorted(p for p in os.listdir("/tmp") if p.startswith("slurm_bcast_")))
+'''
+
+
+def test_a_step_file_runs_on_every_task_of_a_node_and_is_removed_after(slurm, tmp_path):
+    """A step of several tasks per node (the multi-node all-reduce: one rank per GPU) whose
+    script travels as a file: srun --bcast copies it once per node, so a task that removed it
+    as it started left the node's other ranks "No such file" (issue 32 item 10). Every task
+    runs it; the last to start removes it and its marks."""
+    per_node = 2  # a lab node has this machine's 2 CPUs: one task each
+    out = tmp_path / "ran"
+    out.mkdir()
+    r = subprocess.run(["salloc", "-N3", f"--ntasks-per-node={per_node}", "--no-kill", "--quiet",
+                        sys.executable, "-c", BCAST_TASKS, str(per_node), str(out)],
+                       cwd=ROOT, env=slurm.env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = [ln.split()[1:3] for ln in r.stdout.splitlines() if ln.startswith("RESULT")]
+    assert sorted(got) == [[n, "0"] for n in ("lab1", "lab2", "lab3")], r.stdout
+    lines = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines() if ln}
+    assert lines["RAN"] == [f"{n}.{i}" for n in ("lab1", "lab2", "lab3") for i in range(per_node)], r.stdout
+    assert lines["LEFT"] == [], r.stdout  # no copy, no mark of a task left on a node
