@@ -118,6 +118,33 @@ def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tupl
     return out, skipped
 
 
+def run_profile(meta: dict) -> profiles.Profile:
+    """The profile the run was judged by: the very file it recorded (meta.profile_path), whatever
+    its folder and name; where that file is not on this machine (a run of another checkout or
+    machine), the shipped profile of its name only if its bytes are the run's (profile_sha256;
+    a run recorded before the digest: a shipped path's name, as before)."""
+    recorded, name, digest = meta.get("profile_path"), meta.get("profile"), meta.get("profile_sha256")
+    if recorded and Path(recorded).is_file():
+        base = profiles.load(str(Path(recorded).resolve()))
+        if digest and profiles.digest(base) != digest:
+            raise InputError(f"not calibrated: the run's profile {recorded} (or a file it extends) "
+                             f"has changed since the run: its thresholds are not the ones the run "
+                             f"was judged by; calibrate from a run under the profile as it is now")
+        return base
+    path = Path(recorded or "")
+    shipped = profiles.PROFILE_DIR / f"{name}.yaml"
+    if recorded and shipped.exists() and (
+            digest == profiles.digest(profiles.load(name)) if digest
+            else path.parent.name == "thresholds" and path.stem == name):
+        return profiles.load(name)  # the same shipped profile, in another checkout (or machine)
+    if not recorded and name and shipped.exists():
+        return profiles.load(name)
+    raise InputError(f"not calibrated: the run's profile {recorded or name} is not on this machine"
+                     + (f", and the shipped {name} is not the file the run used (its sha256 differs)"
+                        if shipped.exists() else "")
+                     + ": calibrate where that file is (a site profile extends it)")
+
+
 def site_profile(report_dir: Path, margin: float = MARGIN,
                  out: Path | None = None) -> tuple[dict, dict[str, str]]:
     path = Path(report_dir) / "results.json"
@@ -129,15 +156,14 @@ def site_profile(report_dir: Path, margin: float = MARGIN,
     if why:
         raise InputError(f"{report_dir}: not calibrated: {why}")
     meta = doc["meta"]
-    extends = meta.get("profile_path") or meta.get("profile")
-    recorded = Path(meta.get("profile_path") or "")
-    if recorded.parent.name == "thresholds" and recorded.stem == meta.get("profile") and \
-            (profiles.PROFILE_DIR / recorded.name).exists():
-        extends = meta["profile"]  # a shipped profile of another checkout (or machine): this one's
-    base = profiles.load(extends)
-    if (profiles.PROFILE_DIR / f"{base.name}.yaml").resolve() == Path(base.path).resolve():
+    base = run_profile(meta)
+    shipped = profiles.PROFILE_DIR / f"{base.name}.yaml"
+    if shipped.exists() and (shipped.resolve() == Path(base.path).resolve()
+                             or profiles.digest(profiles.load(str(shipped))) == profiles.digest(base)):
         extends = base.name  # a shipped profile by name: the site profile moves with the checkout
-    elif out is not None:  # another file: relative to the site profile (extends resolves there)
+    elif out is None:
+        extends = str(Path(base.path).resolve())
+    else:  # another file: relative to the site profile (extends resolves there)
         extends = os.path.relpath(Path(base.path).resolve(), Path(out).resolve().parent)
     criteria, skipped = calibrate(doc, base, margin)
     return ({"extends": extends,

@@ -262,6 +262,7 @@ def pytest_configure(config):
         "profile_requested": arg,
         **({"profile_variants": [k.name for k in profiles.variants(klass)]} if klass else {}),
         "profile_path": str(prof.path) if prof else None,  # what a calibrated profile extends
+        "profile_sha256": profiles.digest(prof) if prof else None,  # its chain's bytes, as judged
         "profile_class": prof.describe_class() if prof else "",
         "inventory": inv.source,
         "hosts": [h.name for h in inv.hosts],
@@ -616,6 +617,7 @@ def pick_profile(state: State, fleet: Fleet) -> profiles.Profile:
                          f"({profiles.hardware_text(dict(key))})"
         if state.results:
             state.results.set_meta(profile=state.profile.name, profile_path=str(state.profile.path),
+                                   profile_sha256=profiles.digest(state.profile),
                                    profile_class=state.profile.describe_class(), profile_pick=state.pick)
     return state.profile
 

@@ -4,6 +4,7 @@ error, never a silent pass."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -375,6 +376,15 @@ def _uncalibrated(name, spec, path) -> str | None:
     if not isinstance(why, str) or not why.strip():
         raise InputError(f"{w}.uncalibrated: expected the reason and how to calibrate, got {why!r}")
     return why.strip()
+
+
+def digest(profile: Profile) -> str:
+    """sha256 over the bytes of every file of the profile's chain, the root first: the same
+    digest is the same thresholds, wherever the files sit (results.json meta.profile_sha256)."""
+    h = hashlib.sha256()
+    for f in profile.files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()
 
 
 def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> Profile:

@@ -126,3 +126,55 @@ def test_the_written_profile_is_plain_yaml_with_the_run_named(tmp_path):
     assert p.returncode == 0, p.stderr
     data = yaml.safe_load(out.read_text())
     assert data["extends"] == "h200-1x" and "calibrated on localhost" in data["description"]
+
+
+def site_copy(tmp_path: Path, hbm_min: float) -> Path:
+    """A site's own h200-1x.yaml in a folder named thresholds/: the shipped file's name and
+    folder, its own hbm_bandwidth floor."""
+    site = tmp_path / "site" / "thresholds" / "h200-1x.yaml"
+    site.parent.mkdir(parents=True)
+    data = yaml.safe_load((profiles.PROFILE_DIR / "h200-1x.yaml").read_text())
+    data["extends"] = str(profiles.PROFILE_DIR / "h200-8x-nvlink.yaml")
+    data["criteria"]["hbm_bandwidth"] = {"min": hbm_min, "unit": "TB/s", "source": "the site's acceptance"}
+    site.write_text(yaml.safe_dump(data, sort_keys=False))
+    return site
+
+
+def test_a_site_profile_in_a_thresholds_folder_with_a_shipped_name_is_the_base(tmp_path):
+    """The run used the site's thresholds/h200-1x.yaml (hbm_bandwidth >= 4.5): the calibrated
+    profile extends that file and keeps its floor, not the shipped h200-1x's 3.816 (issue 32
+    item 3: the folder's name and the file's stem made it extend the shipped one)."""
+    site = site_copy(tmp_path, 4.5)
+
+    def used_site(doc):
+        doc["meta"].update(profile_path=str(site), profile_sha256=profiles.digest(profiles.load(str(site))))
+        for r in doc["results"]:
+            if r["criterion"] == "hbm_bandwidth":
+                r.update(measured=4.6)
+    out = tmp_path / "calibrated.yaml"
+    p = cli(recorded_run(tmp_path, used_site), "--out", out, "--margin", "0.9")
+    assert p.returncode == 0, p.stderr
+    data = yaml.safe_load(out.read_text())
+    assert data["extends"] == "site/thresholds/h200-1x.yaml", data["extends"]
+    prof = profiles.load(str(out))
+    assert prof.files[-2] == str(site)
+    t = prof.threshold("hbm_bandwidth")
+    assert t.value == 4.5 and "is below the class's cited 4.5: kept" in t.source  # 4.14 < the site's
+
+
+def test_the_shipped_profile_stands_in_only_for_the_same_bytes(tmp_path):
+    """A run of another machine: its file is not here. The shipped profile of its name is its
+    base only where the recorded sha256 is the shipped file's; a changed file is refused too."""
+    shipped = profiles.digest(profiles.load("h200-1x"))
+    elsewhere = {"profile_path": "/no/such/checkout/thresholds/h200-1x.yaml"}
+    d = recorded_run(tmp_path, lambda doc: doc["meta"].update(elsewhere, profile_sha256=shipped))
+    prof, _ = calibrate.site_profile(d, 0.9, tmp_path / "site.yaml")
+    assert prof["extends"] == "h200-1x"
+    d = recorded_run(tmp_path, lambda doc: doc["meta"].update(elsewhere, profile_sha256="0" * 64))
+    with pytest.raises(InputError, match=r"h200-1x.yaml is not on this machine, and the shipped h200-1x "
+                                         r"is not the file the run used"):
+        calibrate.site_profile(d, 0.9, tmp_path / "site.yaml")
+    site = site_copy(tmp_path, 4.5)
+    d = recorded_run(tmp_path, lambda doc: doc["meta"].update(profile_path=str(site), profile_sha256=shipped))
+    with pytest.raises(InputError, match="has changed since the run"):
+        calibrate.site_profile(d, 0.9, tmp_path / "site.yaml")

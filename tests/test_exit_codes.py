@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from signoff import baseline, calibrate, report
+from signoff import baseline, calibrate, profiles, report
 from signoff.results import Results, rebuild
 
 CHECKS = '''
@@ -114,6 +114,7 @@ def test_an_error_only_run_exits_2_in_signoffs_words(tmp_path):
     provider reads FAIL as "the hardware failed"), in every output."""
     rc, out, doc, suite = judge(tmp_path, "--partial", "-k", "ok or err or na", "-rfEs", "--tb=short")
     assert rc == 2 and doc["verdict"] == "ERROR" and doc["meta"]["exit_code"] == 2, out
+    assert doc["meta"]["profile_sha256"] == profiles.digest(profiles.load("local"))  # what calibrate checks
     assert props(suite)["exit_code"] == "2" and "exit code 2: ERROR: no FAIL, but 1 ERROR" in out
     assert "verdict: ERROR (not signed off: could not measure)  (profile local; " in out
     assert props(suite)["verdict"] == "ERROR" and suite.get("failures") == "0" and suite.get("errors") == "2"
