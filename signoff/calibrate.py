@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from signoff import InputError, hostlist, profiles
+from signoff.storage import judge as storage_judge
 
 # The figures a calibration sets: what a known-good node measures (rates, bandwidths,
 # efficiencies, temperatures and their margins). Counts, versions and states are not figures.
@@ -77,6 +78,44 @@ def provenance(doc: dict) -> str:
             f"{meta.get('profile')})")
 
 
+def _aggregate(doc: dict, passed: list[dict], t: profiles.Threshold, margin: float):
+    """storage_read_aggregate in its own scope: the run measured the fleet's sum, the profile's
+    minimum is per cluster, node or GPU (`per`, scaled by the fleet when judged) and node_min is
+    every host's own share. (its min, the rule, (node_min, its rule) or None)."""
+    per = {**storage_judge.KNOBS[t.criterion], **t.extra}["per"]
+    hosts_of = doc.get("hosts") or {}
+
+    def scope(r) -> int:
+        hosts = sorted((r.get("details") or {}).get("per_host_in_window") or {}) or doc["meta"]["hosts"]
+        if per == "node":
+            return len(hosts)
+        return sum(len(((hosts_of.get(h) or {}).get("nvidia") or {}).get("gpus") or []) for h in hosts)
+    if per == "cluster":
+        worst, n = min(passed, key=lambda r: r["measured"]), 1
+        rule = f"the slowest {worst['measured']:g} {t.unit} of all hosts at once x margin {margin:g}"
+    else:
+        counted = [(r, scope(r)) for r in passed]
+        if any(k < 1 for _, k in counted):
+            raise InputError(f"storage_read_aggregate: per {per}, but the run's record names no "
+                             f"{'GPU' if per == 'gpu' else 'host'}: cannot calibrate a figure per {per}")
+        worst, n = min(counted, key=lambda rk: rk[0]["measured"] / rk[1])
+        word = "nodes" if per == "node" else "GPUs"
+        rule = (f"the slowest {worst['measured']:g} {t.unit} of all hosts at once / {n} {word} = "
+                f"{worst['measured'] / n:.4g} {t.unit} per {per} x margin {margin:g}")
+    value = _round(worst["measured"] / n * margin)
+    cited = t.extra.get("node_min")
+    shares = [v for r in passed for v in ((r.get("details") or {}).get("per_host_in_window") or {}).values()
+              if _number(v)]
+    if cited is None or not shares:
+        return value, rule, None
+    low = min(shares)
+    node_min = _round(low * margin)
+    note = f"the lowest share {low:g} {t.unit} x margin {margin:g}"
+    if not t.provisional and node_min < cited:
+        node_min, note = cited, f"{note} is below the class's cited {cited:g}: kept"
+    return value, rule, (node_min, note)
+
+
 def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tuple[dict, dict[str, str]]:
     """(criteria section of the site profile, criterion -> why it was not calibrated)."""
     out, skipped = {}, {}
@@ -97,7 +136,12 @@ def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tupl
         # a derived threshold (a fraction of what the hosts report) gives way to the figure the
         # run measured, in the unit it was judged in (GB/s, not "x node bound")
         unit = passed[0].get("unit") or t.unit if t.extra.get("derived") else t.unit
-        if t.op == "min":
+        node_min = None
+        if t.op == "min" and name == "storage_read_aggregate":
+            value, rule, node_min = _aggregate(doc, passed, t, margin)
+            if not t.provisional and value < t.value:
+                value, rule = t.value, f"{rule} is below the class's cited {t.value:g}: kept"
+        elif t.op == "min":
             worst = min(passed, key=lambda r: r["measured"])
             value = _round(worst["measured"] * margin)
             rule = f"the slowest {worst['measured']:g} {unit} on {worst['host']} x margin {margin:g}"
@@ -113,6 +157,9 @@ def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tupl
             skipped[name] = f"an equality ({t.op}), not a figure"
             continue
         extra = {k: v for k, v in t.extra.items() if k != "derived"}
+        if node_min:
+            extra["node_min"], note = node_min
+            rule = f"{rule}; node_min {note}"
         out[name] = {t.op: value, "unit": unit, **extra,
                      "source": f"{prov}: {rule} ({len(passed)} measured)"}
     return out, skipped

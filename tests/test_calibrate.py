@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from signoff import InputError, calibrate, profiles
+from signoff.storage import judge as storage_judge
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "reports" / "examples" / "h200-1x" / "results.json"
@@ -178,3 +179,33 @@ def test_the_shipped_profile_stands_in_only_for_the_same_bytes(tmp_path):
     d = recorded_run(tmp_path, lambda doc: doc["meta"].update(profile_path=str(site), profile_sha256=shipped))
     with pytest.raises(InputError, match="has changed since the run"):
         calibrate.site_profile(d, 0.9, tmp_path / "site.yaml")
+
+
+def test_the_aggregate_read_is_calibrated_per_node_and_the_golden_fleet_passes_it(tmp_path):
+    """32 nodes reading 64 GB/s each at once: the run measured their sum, 2,048 GB/s; the
+    profile's minimum is per node (x the fleet's nodes when judged) and node_min each host's
+    share. The calibrated minimum is 64 x 0.9 per node, not the sum (1,843 per node, 58,982
+    for the fleet: the golden fleet failed its own profile; issue 32 item 5)."""
+    nodes = [f"gpu{i:02d}" for i in range(1, 33)]
+    golden = profiles.load("h200-1x").threshold("storage_read_aggregate")
+
+    def fleet(doc):
+        doc["meta"]["hosts"] = nodes
+        for r in doc["results"]:
+            if r["criterion"] == "storage_read_aggregate":
+                r["measured"] = 2048.0
+                r["details"]["per_host_in_window"] = {n: 64.0 for n in nodes[1:]} | {"gpu01": 62.0}
+    doc = json.loads((recorded_run(tmp_path, fleet) / "results.json").read_text())
+    crit, _ = calibrate.calibrate(doc, profiles.load("h200-1x"), 0.9)
+    spec = crit["storage_read_aggregate"]
+    assert spec["per"] == golden.extra["per"] == "node"
+    assert spec["min"] == pytest.approx(2048 / 32 * 0.9) and spec["node_min"] == pytest.approx(62 * 0.9)
+    assert "2048 GB/s of all hosts at once / 32 nodes = 64 GB/s per node x margin 0.9" in spec["source"]
+    assert "node_min the lowest share 62 GB/s x margin 0.9" in spec["source"]
+    out = tmp_path / "site.yaml"
+    out.write_text(yaml.safe_dump({"extends": "h200-1x", "criteria": crit}))
+    t = profiles.load(str(out)).threshold("storage_read_aggregate")
+    limit = storage_judge.scaled(t, len(nodes), len(nodes))  # as test_storage_read_aggregate judges
+    agg = next(r for r in doc["results"] if r["criterion"] == "storage_read_aggregate")
+    assert 2048.0 >= limit.value
+    assert not storage_judge.starved(agg["details"]["per_host_in_window"], t.extra["node_min"])
