@@ -151,6 +151,19 @@ def _check_options(config) -> None:
             raise InputError(f"--{opt.replace('_', '-')} {config.getoption(opt)}: expected seconds > 0")
 
 
+def _check_baseline_options(config) -> None:
+    """--baseline "" (an unset variable) and --fail-on-regression without a baseline would
+    switch the regression gate off without a word: refused (exit 4)."""
+    arg = config.getoption("baseline")
+    if arg is not None and not arg.strip():
+        raise InputError("--baseline is empty (an unset variable?): name an earlier run's "
+                         "results.json or leave --baseline out")
+    if config.getoption("fail_on_regression") and arg is None:
+        raise InputError("--fail-on-regression without --baseline: no earlier run to find "
+                         "regressions against, so it would fail nothing; add --baseline "
+                         "PATH/results.json or leave --fail-on-regression out")
+
+
 def _refuse_xdist(config) -> None:
     """Each xdist worker would build its own fleet and measure every family again, its own
     phase beside the others' (an all-reduce beside a storage read): one process measures all
@@ -229,6 +242,7 @@ def pytest_configure(config):
                                  f"no profile beside it extends: use one that extends it (or --profile auto)")
             klass, prof = prof, None
         config.hook.pytest_signoff_check_options(config=config, inventory=inv, profile=prof)
+        _check_baseline_options(config)
         tolerance = baseline.tolerance_arg(config.getoption("baseline_tolerance"))
         base = baseline.load(config.getoption("baseline")) if config.getoption("baseline") else None
     except InputError as exc:

@@ -253,9 +253,10 @@ def rebuild(report_dir: Path) -> dict:
     if doc["verdict"] is None:  # killed: the summary of what was measured, never a sign-off
         doc["results"] += not_reported(doc["results"], selected,
                                        "the run was killed before this check reported")
-        doc["verdict"] = "INCOMPLETE"
+        # a judged FAIL found before the kill stands, as one found before an interrupt (finish())
+        doc["verdict"] = "FAIL" if any(r.get("status") == "FAIL" for r in doc["results"]) else "INCOMPLETE"
         doc["meta"].update(interrupted=True, killed=True, rebuilt=now())
-        doc["meta"]["exit_code"], doc["meta"]["exit_reason"] = exit_code(doc)  # 3: as the run would
+        doc["meta"]["exit_code"], doc["meta"]["exit_reason"] = exit_code(doc)  # 1 or 3, as the run's
         from signoff import families
         for mod in families.modules():  # what a family streamed beside the records (the soak's series)
             if hasattr(mod, "rebuild"):
@@ -284,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"signoff: {exc}", file=sys.stderr)
         return 2
     print(f"{args.dir / 'results.json'}: {len(doc['results'])} records, verdict {doc['verdict']}"
-          + (" (the run was killed: rebuilt from its log)" if doc["meta"].get("killed") else ""))
+          + (" (the run was killed: rebuilt from its log)" if doc["meta"].get("killed") else "")
+          + (f"; the run's exit code {doc['meta']['exit_code']}: {doc['meta']['exit_reason']}"
+             if "exit_code" in doc["meta"] else ""))
     return 0
 
 

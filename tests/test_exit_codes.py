@@ -108,6 +108,24 @@ def test_a_regression_fails_a_pass_only_when_asked_and_a_killed_run_is_incomplet
     assert rebuild(tmp_path / "True")["meta"]["exit_code"] == 3
 
 
+def test_a_killed_run_with_a_judged_fail_rebuilds_to_fail_exit_1(tmp_path):
+    """A FAIL judged before the controller was killed stands, as one judged before Ctrl-C
+    (README: Exit codes, 1); the rebuild had made it INCOMPLETE, exit 3 (issue 32 item 12)."""
+    res = Results(tmp_path / "results.json", {})
+    res.select([f"acceptance/t.py::test_c[h{i}]" for i in range(3)])
+    res.add(rec("PASS", host="h0"))
+    res.add(rec("FAIL", host="h1"))  # h2's check never reported: the kill
+    (tmp_path / "results.json").unlink()
+    p = subprocess.run([sys.executable, "-m", "signoff.results", "rebuild", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert (doc["verdict"], doc["meta"]["exit_code"], doc["meta"]["killed"]) == ("FAIL", 1, True), doc["meta"]
+    assert doc["meta"]["exit_reason"] == "FAIL: 1 FAIL, 1 NOT RUN"
+    assert "verdict FAIL (the run was killed: rebuilt from its log); the run's exit code 1: FAIL" in p.stdout
+    assert props(ET.parse(tmp_path / "junit.xml").getroot().find("testsuite"))["exit_code"] == "1"
+    assert (tmp_path / "report.md").read_text().startswith("# GPU cluster sign-off: FAIL")
+
+
 def test_an_error_only_run_exits_2_in_signoffs_words(tmp_path):
     """pytest said '1 failed, 1 passed, 1 skipped' and exit 1 for this run; -r lines name the
     check's status, and --tb still shows pytest's sections. Its verdict is ERROR, not FAIL (a
@@ -157,6 +175,23 @@ def test_an_interrupted_run_exits_3_not_pytests_2(tmp_path):
     rc, out, doc, suite = judge(tmp_path, "--partial", "-k", "ok or stop")
     assert rc == 3 and doc["verdict"] == "INCOMPLETE" and props(suite)["exit_code"] == "3", out
     assert "exit code 3: INCOMPLETE: the run was interrupted" in out
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--fail-on-regression"], "--fail-on-regression without --baseline: no earlier run to find regressions"),
+    (["--fail-on-regression", "--baseline", ""], "--baseline is empty (an unset variable?)"),
+    (["--baseline", " "], "--baseline is empty (an unset variable?)"),
+])
+def test_a_regression_gate_without_a_baseline_is_refused(tmp_path, args, said):
+    """--fail-on-regression with no baseline (or --baseline "" of an unset variable) judged
+    nothing against anything and exited 0 without a word (issue 32 item 12): a usage error."""
+    f = tmp_path / "test_made_up.py"
+    f.write_text(CHECKS)
+    p = subprocess.run([sys.executable, "-m", "pytest", str(f), "-p", "signoff.plugin", "-p", "no:html",
+                        "-p", "no:cacheprovider", "--report-dir", str(tmp_path / "r"), "--profile", "local",
+                        "-k", "ok", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 4 and said in p.stdout + p.stderr, p.stdout + p.stderr
+    assert (p.stdout + p.stderr).count(said) == 1
 
 
 def test_fail_on_regression_fails_a_partial_pass_and_every_output_says_so(tmp_path):
