@@ -15,7 +15,7 @@ from collections import Counter
 from html import escape
 from pathlib import Path
 
-from signoff import families, hostlist, paths, retry
+from signoff import families, hostlist, paths, profiles, retry
 from signoff.results import ALL, STATUSES, VERDICT_MEANS, verdict_text
 
 STYLE = """<style>
@@ -273,6 +273,8 @@ def cover(verdict: str, doc: dict) -> str:
                + "".join(f"<li>{escape(x)}</li>" for x in noted[:COVER_LINES]) + "</ul>"
                if (noted := note_lines(records)) else "")
             + f"<p class='so-counts'>{len(records)} checks: {parts}</p>"
+            + (f"<p class='so-provisional'><b>{escape(provisional_text(prov))}</b></p>"
+               if (prov := provisional(records)) else "")
             + (f"<p class='so-retried'>{escape(retried_text(again))}: see Measured again</p>"
                if (again := retried(records)) else "")
             + f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
@@ -536,6 +538,23 @@ def folded_note(records: list[dict]) -> str:
             + (f", and so are the {na} that do not apply (N.A.)" if na else "") + ".</p>")
 
 
+def provisional(records: list[dict]) -> dict[str, list[str]]:
+    """criterion -> the hosts it judged against a provisional threshold (one derived by a rule,
+    no public figure: profiles.PROVISIONAL in its expected text), in the run's order."""
+    out: dict[str, list[str]] = {}
+    for r in records:
+        if r.get("status") in ("PASS", "FAIL") and profiles.PROVISIONAL in (r.get("expected") or ""):
+            out.setdefault(r["criterion"], []).append(r["host"])
+    return out
+
+
+def provisional_text(prov: dict[str, list[str]]) -> str:
+    """'Judged against provisional thresholds (calibrate on a known-good node): p2p_bandwidth
+    (lab[1-3]), ...' — what a verdict, a PASS too, rests on without a public figure."""
+    return (f"Judged against provisional thresholds ({profiles.PROVISIONAL.split(': ', 1)[1]}: "
+            f"signoff calibrate): " + "; ".join(f"{c} ({hosts_text(h)})" for c, h in prov.items()))
+
+
 def retried(records: list[dict]) -> list[dict]:
     """The records the retry policy measured again, widest spread first."""
     return sorted((r for r in records if len((r.get("details") or {}).get("attempts") or []) > 1),
@@ -749,7 +768,8 @@ def markdown(doc: dict) -> str:
            run_line(meta), "",
            *([f"**{md_text(excluded_text(meta))}**", ""] if meta.get("excluded") else []),
            *([f"**{probe_env_text(meta)}**", ""] if meta.get("probe_env") else []),
-           "Checks: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]), ""]
+           "Checks: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]), "",
+           *([f"**{md_text(provisional_text(prov))}**", ""] if (prov := provisional(doc["results"])) else [])]
     groups = problem_groups(doc["results"])
     if groups:
         out += ["## To fix", ""]

@@ -430,3 +430,23 @@ def test_hosts_left_out_with_exclude_hosts_are_named_on_the_cover_and_report_md(
     assert said in report.cover("PASS", doc) and report.md_text(said) in report.markdown(doc)
     del doc["meta"]["excluded"]
     assert "Not checked" not in report.cover("PASS", doc) + report.markdown(doc)
+
+
+def test_a_pass_on_provisional_thresholds_names_them_on_the_cover():
+    """The docs: a provisional threshold (derived by a rule, no public figure) is shown "on the
+    cover"; a PASS said nothing of it (issue 32 item 12)."""
+    prov = ">= 0.9 x line rate (provisional threshold: calibrate on a known-good node)"
+    records = [rec("hbm_bandwidth", "lab1", measured=4.1, expected=">= 3.816 TB/s"),
+               *(rec("net_pair_bandwidth", f"lab{i}->lab{i % 3 + 1}", measured=0.95, expected=prov)
+                 for i in (1, 2, 3)),
+               rec("train_scaling_nodes", "all hosts", "N.A.", expected=prov)]  # not judged: not named
+    html = report.cover("PASS", {"meta": {"hosts": ["lab1", "lab2", "lab3"]}, "results": records})
+    said = ("Judged against provisional thresholds (calibrate on a known-good node: signoff calibrate): "
+            "net_pair_bandwidth (lab1-&gt;lab2,lab2-&gt;lab3,lab3-&gt;lab1)")
+    assert said in html and "Nothing failed." in html, html
+    assert "train_scaling_nodes" not in html and "hbm_bandwidth" not in html
+    md = report.markdown({"meta": {"hosts": ["lab1", "lab2", "lab3"]}, "verdict": "PASS", "results": records})
+    assert "**Judged against provisional thresholds (calibrate on a known-good node: signoff calibrate): " \
+           "net_pair_bandwidth (lab1->lab2,lab2->lab3,lab3->lab1)**" in md, md
+    plain = report.cover("PASS", {"meta": {"hosts": ["lab1"]}, "results": records[:1]})
+    assert "provisional" not in plain
