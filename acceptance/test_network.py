@@ -2,7 +2,7 @@
 
 import pytest
 
-from signoff import cotenants, retry
+from signoff import cotenants, outlier, retry
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.network import judge as net
@@ -72,6 +72,13 @@ def test_net_pair_bandwidth(pair, pairs, network, profile, check):
         raise
     said = retry.said(res, t.unit)  # ', best of 2 attempts (...)' after a miss
     how = f"{res['gbps']:g} Gb/s ({res['tool']}, {res['streams']} streams{said})"
+    rates = network.line_rates(pairs, res["tool"])  # per host: the median of hosts, not of pairs
+    slow = net.slow_nics(pair, rates, t)
+    if slow:
+        key = "gbps" if t.unit == "Gb/s" else "fraction"
+        check.record(res[key], t.expected, t.unit, t.source, details={**res, "nic_rates": rates})
+        pytest.fail(f"{net.pair_id(*pair)}: {how}: {'; '.join(slow)}; {outlier.RULE}; likely cause: "
+                    f"that NIC negotiated a lower speed or width (its cable, port or card)", pytrace=False)
     key = "gbps" if t.unit == "Gb/s" else "fraction"
     peers = network.peers(lambda r: r[key])
 

@@ -147,6 +147,18 @@ def suspects(pair_ok: dict[tuple[str, str], bool]) -> tuple[list[str], list[tupl
 
 
 
+def slow_nics(pair: tuple[str, str], rates: dict[str, float | None], t) -> list[str]:
+    """Each end of `pair` whose host's line rate (its NIC's negotiated rate, Gb/s) is a fleet
+    outlier among the hosts' (signoff/outlier.py): a pair judged against its own line rate, or
+    against pairs of which most share that host (3 hosts: 2 of 3 pairs), cannot show it."""
+    out = []
+    for h in dict.fromkeys(pair):
+        res = outlier.compare(h, rates, t.fleet_min, t.profile)
+        if res["status"] == "outlier":
+            out.append(f"{h}'s NIC line rate {rates[h]:g} Gb/s is {outlier.describe(res, 'Gb/s')}")
+    return out
+
+
 def pair_cause(pair: tuple[str, str], pairs: list, figures: dict, t) -> str:
     """A slow pair's likely cause: a host all of whose pairs are slow (below the threshold or
     fleet outliers: signoff/outlier.py), else this path's link, NIC, cable or switch port."""

@@ -49,6 +49,16 @@ class Network:
         port = data_port(self.info(name), iface)
         return port["speed_mbps"] / 1000 if port and port.get("speed_mbps") else None
 
+    def line_rates(self, pairs: list, tool: str = "") -> dict[str, float | None]:
+        """Every host of the pairs' line rate (line_rate_gbps), None where it cannot be read."""
+        out = {}
+        for h in dict.fromkeys(h for p in pairs for h in p):
+            try:
+                out[h] = self.line_rate_gbps(h, tool)
+            except (ProbeError, HostUnreachable):
+                out[h] = None
+        return out
+
     def rdma_args(self, name: str) -> list[str]:
         """ib_write_bw's --device/--ib-port: the card of the interface measured, never
         perftest's default one."""
