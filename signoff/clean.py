@@ -2,7 +2,9 @@
 (/tmp/signoff.XXXXXXXX), and any probe still running in one. Which dirs are a dead run's is
 the rule every run uses to list them (signoff/fleet.py SWEEP: its keeper dead, or its pid now
 another process's; a dir of an older version without a keeper once 10 minutes old), so a live
-run's dir, its keeper alive, is never touched."""
+run's dir, its keeper alive, is never touched. Only this user's dirs of mode 0700 (mktemp's) are
+acted on, and only this user's processes signalled: another user's dir (or a link) is left alone
+and said, as is a pid file naming another user's process (signoff/fleet.py KILL_PROBES)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ TIMEOUT_S = SWEEP_S + 50  # the sweep's own bound, then the removals
 def clean_host(t) -> tuple[list[str], bool]:
     """(what was done on one host, whether it all went)."""
     r = t.run(CLEAN, TIMEOUT_S)
-    removed, kept, more = [], [], []
+    removed, kept, more, skipped = [], [], [], []
     for ln in r.stdout.splitlines():
         w = ln.split()
         if w[:1] == ["removed"]:
@@ -33,7 +35,12 @@ def clean_host(t) -> tuple[list[str], bool]:
             kept.append(w[1])
         elif w[:1] == ["stopped"]:
             more.append(f"listing stopped ({ln[8:]}): more are left, run signoff clean again")
-    out = [f"removed {d}" for d in removed] + [f"could not remove {d}" for d in kept] + more
+        elif w[:1] == ["skipped"] and len(w) > 2:
+            skipped.append(f"left {w[1]} alone: {' '.join(w[2:])}")
+        elif w[:1] == ["spared"] and len(w) > 2:
+            skipped.append(f"did not signal pid {w[1]} of {w[2]}: another user's process")
+    out = ([f"removed {d}" for d in removed] + [f"could not remove {d}" for d in kept] + skipped
+           + more)
     if not r.ok:
         out.append(f"exit {r.rc}: {(r.stderr or r.stdout).strip()[-300:] or 'no message'}")
     return out or ["nothing left by dead runs"], r.ok and not kept

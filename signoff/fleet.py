@@ -66,8 +66,13 @@ SAME_PROCESS = ("t=$(cat \"$f\" 2>/dev/null); [ -n \"$t\" ] && "
                 "[ \"$(cut -d' ' -f22 /proc/$p/stat 2>/dev/null)\" = \"$t\" ] || continue; ")
 PID_FILE = "cut -d' ' -f22 /proc/$$/stat > .pid.$$"  # the probe's shell: pid and start time
 # Kill the process group of every probe this run started on the host (the group leader
-# is the host-side `timeout`), then anything left by pid.
-KILL_PROBES = ("for f in {wd}/.pid.*; do p=${{f##*.}}; [ \"$p\" = '*' ] && continue; " + SAME_PROCESS +
+# is the host-side `timeout`), then anything left by pid. Only in a dir of this user (never a
+# link), from a pid file of this user, and a process of this user: another local user may plant
+# a pid file naming any process (its start time is world-readable). A pid file whose process
+# is another user's is "spared": said, with its pid and dir, and never signalled.
+KILL_PROBES = ("[ -O {wd} ] && ! [ -L {wd} ] && for f in {wd}/.pid.*; do p=${{f##*.}}; "
+               "[ \"$p\" = '*' ] && continue; [ -O \"$f\" ] && [ -f \"$f\" ] || continue; " + SAME_PROCESS +
+               "[ -O /proc/$p ] || {{ echo spared $p {wd}; continue; }}; "
                "kill -0 $p 2>/dev/null && echo killed $p; "
                "g=$(ps -o pgid= -p $p 2>/dev/null | tr -d ' '); "
                "[ \"$g\" = \"$(ps -o pgid= -p $$ | tr -d ' ')\" ] && g=; "  # never our own group
@@ -107,25 +112,36 @@ MKTEMP = (f"d=$(mktemp -d {TMP}/signoff.XXXXXXXX) && echo $d && echo {{keeper}} 
 # Then, apart, the temp dirs of runs that are gone (their keeper dead, or its pid now another
 # process's: pids wrap on a busy host; a dir without one, of an older version, once 10 minutes
 # old), at most SWEEP_MAX of them and for SWEEP_S: a host with thousands, or a slow /tmp, says
-# so and runs its checks. The lock's pid file is judged likewise.
+# so and runs its checks. The lock's pid file is judged likewise. Only this user's dirs of
+# mktemp's mode (0700) are a dead run's: another user's dir, a link, or another mode is
+# "skipped", with why (signoff clean says it; a run does not list it), and never read.
 SWEEP_MAX, SWEEP_S = 200, 10
-SWEEP = (f"end=$(( $(date +%s) + {SWEEP_S} )); n=0; l=; s=; for o in {TMP}/signoff.????????; do "
-         "[ -d \"$o\" ] && [ \"$o\" != {own} ] || continue; "
-         "k=; t=; read k t 2>/dev/null <\"$o/.keeper\"; if [ -n \"$k\" ]; then "
+SWEEP = (f"end=$(( $(date +%s) + {SWEEP_S} )); n=0; m=0; l=; x=; s=; for o in {TMP}/signoff.????????; do "
+         "[ \"$o\" != {own} ] || continue; "
+         # another user's dir, or a link: never read, never ours; said as skipped (at most SWEEP_MAX)
+         "if [ -L \"$o\" ] || {{ [ -d \"$o\" ] && ! [ -O \"$o\" ]; }}; then "
+         f"m=$((m+1)); [ $m -le {SWEEP_MAX} ] && x=\"$x $o\"; continue; fi; [ -d \"$o\" ] || continue; "
+         "k=; t=; [ -f \"$o/.keeper\" ] && read k t 2>/dev/null <\"$o/.keeper\"; if [ -n \"$k\" ]; then "
          "[ -d /proc/$k ] && {{ [ -z \"$t\" ] || [ \"$(cut -d' ' -f22 /proc/$k/stat)\" = \"$t\" ]; }} "
          "&& continue; "
          "elif [ -n \"$(find $o -maxdepth 0 -mmin -10)\" ]; then continue; fi; "
          f"n=$((n+1)); [ $n -gt {SWEEP_MAX} ] && {{{{ s='more than {SWEEP_MAX}'; break; }}}}; "
-         # builtins only per dir (a loaded host forks slowly): the clock every 20th, one stat at the end
+         # builtins only per dir (a loaded host forks slowly): the clock every 20th, one find at the end
          f"[ $((n % 20)) -eq 0 ] && [ $(date +%s) -ge $end ] && {{{{ s='after {SWEEP_S} s'; break; }}}}; "
-         "l=\"$l $o\"; done; [ -z \"$l\" ] || stat -c 'leftover %n %Y' $l 2>/dev/null; "
+         "l=\"$l $o\"; done; "
+         # a dead run's dir is ours and mktemp's mode, 0700 (no other user could have put a pid file in it)
+         "[ -z \"$l\" ] || find $l -maxdepth 0 -perm 700 -printf 'leftover %p %T@\\n' "
+         "-o -printf 'skipped %p mode %m, not 700\\n' 2>/dev/null; "
+         "[ -z \"$x\" ] || {{ u=$(id -un); find $x -maxdepth 0 "
+         "-type l -printf 'skipped %p a symbolic link\\n' "
+         "-o -printf \"skipped %p owner %u, not $u\\\\n\" 2>/dev/null; }}; "
          "[ -z \"$s\" ] || echo stopped $s; true")
 
 
 def _utc(epoch: str) -> str:
     """A dir's mtime as the sweep printed it (epoch seconds), in UTC."""
     try:
-        return f"{datetime.fromtimestamp(int(epoch), timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
+        return f"{datetime.fromtimestamp(int(float(epoch)), timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
     except ValueError:
         return "unknown"
 
@@ -296,7 +312,8 @@ class HostSession:
             return self.workdir
 
     def _sweep(self) -> list[str]:
-        """The temp dirs of runs that are gone (SWEEP), bounded; never fails the host."""
+        """The temp dirs of runs that are gone (SWEEP), bounded; never fails the host. Dirs it
+        skipped (another user's, a link, not mode 0700) are not this user's runs': not listed."""
         r = self.t.run(SWEEP.format(own=shlex.quote(self.workdir)), SWEEP_S + 20)
         out = []
         for ln in r.stdout.splitlines():
@@ -342,7 +359,8 @@ class HostSession:
         try:
             if self.workdir:
                 wd = shlex.quote(self.workdir)
-                self.t.run(KILL_PROBES.format(wd=wd) + f"; rm -rf {wd}", CLEANUP_S)
+                self.t.run(KILL_PROBES.format(wd=wd) + f"; [ -O {wd} ] && ! [ -L {wd} ] && rm -rf {wd}; true",
+                           CLEANUP_S)
                 self.workdir = None
             if self.keeper:  # the keeper removes the lock (its own channel closing would, too)
                 self.t.run(f"kill -TERM {int(self.keeper)}; true", CLEANUP_S)

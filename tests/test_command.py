@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from signoff import InputError, catalog, cli, paths, sheet
-from signoff.fleet import KEEPER_S
+from signoff.fleet import KEEPER_S, HostSession
+from signoff.inventory import LOCAL, Host
+from signoff.transport import LocalTransport
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_WAIT = ("--lock-wait", "300")  # this machine's run lock: wait for a concurrent test's run
@@ -165,7 +169,7 @@ def test_calibrate_wraps_signoff_calibrate(tmp_path):
 
 def keeper(tmp: Path, name: str, pid: int | str) -> Path:
     d = tmp / f"signoff.{name}"
-    d.mkdir()
+    d.mkdir(mode=0o700)  # as mktemp makes it
     start = Path(f"/proc/{pid}/stat").read_text().split()[21] if Path(f"/proc/{pid}").exists() else "1"
     (d / ".keeper").write_text(f"{pid} {start}\n")
     return d
@@ -183,7 +187,7 @@ def test_clean_removes_dead_runs_dirs_and_their_probes(tmp_path):
         # a pid file whose pid is now another process (pids wrap): that one is never killed
         (dead / f".pid.{innocent.pid}").write_text("1\n")
         old = tmp_path / "signoff.CCCCCCCC"  # an older version's dir without a keeper, 20 min old
-        old.mkdir()
+        old.mkdir(mode=0o700)
         os.utime(old, (old.stat().st_atime - 1200, old.stat().st_mtime - 1200))
         new = tmp_path / "signoff.DDDDDDDD"  # without a keeper yet: just made by a starting run
         new.mkdir()
@@ -199,6 +203,78 @@ def test_clean_removes_dead_runs_dirs_and_their_probes(tmp_path):
         live.kill()
         probe.kill()
         innocent.kill()
+
+
+def start_time(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().split()[21]
+
+
+def as_nobody(*cmd: str) -> list[str]:
+    """`cmd` as the local user nobody (a second user of this machine)."""
+    pw = pwd.getpwnam("nobody")
+    return ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups", *cmd]
+
+
+def test_clean_as_root_never_signals_what_another_local_user_names(monkeypatch):
+    """User nobody plants what looks like dead runs' dirs in the shared temp dir, with pid files
+    naming root's processes (a start time is world-readable): its own dir, a link to a root dir
+    of that shape, and a pid file in a root dir it can write to (mode 777, not mktemp's 700).
+    Root's `signoff clean` signals none of them, removes none of those dirs and says each one it
+    left alone and why; a pid file of root's own dead run naming nobody's process is spared and
+    said; that dead run's dir is removed and its probe killed. Neither the per-run sweep nor a
+    run's own cleanup takes nobody's dir for one of the run's."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv (util-linux) to act as a second local user")
+    shared = Path(tempfile.mkdtemp(prefix="signoff-test-", dir="/tmp"))  # /tmp/pytest-of-root is 0700
+    shared.chmod(0o1777)  # as /tmp
+    victim = subprocess.Popen(["sleep", "300"], start_new_session=True)  # root's, named by nobody
+    theirs = subprocess.Popen(as_nobody("sleep", "300"), start_new_session=True)  # nobody's own
+    probe = subprocess.Popen(["sleep", "300"], start_new_session=True)  # a probe of root's dead run
+    procs = (victim, theirs, probe)
+    try:
+        planted, link, writable = (shared / f"signoff.{n * 8}" for n in "EFG")
+        target = shared / "root-dir"  # a dir of root's with a dead run's shape, outside the sweep
+        target.mkdir(mode=0o700)
+        (target / ".keeper").write_text("4194305 1\n")
+        (target / f".pid.{victim.pid}").write_text(start_time(victim.pid))
+        writable.mkdir()
+        writable.chmod(0o777)
+        (writable / ".keeper").write_text("4194305 1\n")
+        plant = (f"set -e; mkdir -m 700 {planted}; echo 4194305 1 > {planted}/.keeper; "
+                 f"echo {start_time(victim.pid)} > {planted}/.pid.{victim.pid}; ln -s {target} {link}; "
+                 f"echo {start_time(victim.pid)} > {writable}/.pid.{victim.pid}")
+        subprocess.run(as_nobody("sh", "-c", plant), check=True, timeout=30)
+        assert planted.stat().st_uid == link.lstat().st_uid == pwd.getpwnam("nobody").pw_uid
+        dead = keeper(shared, "DDDDDDDD", 4194305)  # root's own dead run
+        (dead / f".pid.{probe.pid}").write_text(start_time(probe.pid))
+        (dead / f".pid.{theirs.pid}").write_text(start_time(theirs.pid))  # not root's process
+        monkeypatch.setenv("SIGNOFF_TMPDIR", str(shared))
+        s = HostSession(Host(name="localhost", address=LOCAL, python=sys.executable),
+                        LocalTransport(Host(name="localhost", address=LOCAL)))
+        s.workdir = str(shared / "signoff.HHHHHHHH")  # the run's own: none
+        said = s._sweep()  # only root's dead run, nothing of nobody's
+        assert len(said) == 1 and said[0].startswith(f"probe temp dir {dead} of a run that is gone"), said
+        s.workdir = str(planted)  # a run's own cleanup, were its workdir nobody's
+        assert not s.kill_probes()
+        s.cleanup()
+        assert planted.is_dir() and victim.poll() is None
+        p = signoff("clean", "--hosts", "local")
+        assert p.returncode == 0, p.stderr
+        assert sorted(p.stdout.splitlines()) == sorted([
+            f"local: removed {dead}",
+            f"local: did not signal pid {theirs.pid} of {dead}: another user's process",
+            f"local: left {planted} alone: owner nobody, not root",
+            f"local: left {link} alone: a symbolic link",
+            f"local: left {writable} alone: mode 777, not 700"]), p.stdout
+        assert victim.poll() is None and theirs.poll() is None  # never signalled
+        assert probe.wait(10) == -9  # root's own dead run's probe: its group killed
+        assert sorted(shared.iterdir()) == sorted([planted, link, writable, target])
+        assert (planted / f".pid.{victim.pid}").exists() and (target / f".pid.{victim.pid}").exists()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(10)
+        shutil.rmtree(shared)
 
 
 def test_clean_names_a_host_it_cannot_reach(tmp_path):

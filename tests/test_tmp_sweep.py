@@ -23,7 +23,7 @@ def test_a_host_with_more_stale_dirs_than_the_sweep_lists_runs_its_checks(tmp_pa
     tmp = tmp_path / "tmp"
     for i in range(SWEEP_MAX + 50):  # dead runs' dirs, each with its dead keeper
         d = tmp / f"signoff.{i:08x}"
-        d.mkdir(parents=True)
+        d.mkdir(mode=0o700, parents=True)  # as mktemp makes it
         (d / ".keeper").write_text(f"{DEAD} 1\n")
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--partial",
