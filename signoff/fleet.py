@@ -87,18 +87,32 @@ KILL_PROBES = ("[ -O {wd} ] && ! [ -L {wd} ] && for f in {wd}/.pid.*; do p=${{f#
 # hosts share one /tmp). The xdist workers of one run share its lock. The trap ignores
 # TERM before it removes the lock: `timeout` sends its group (rm included) a second TERM;
 # and nothing may be written to the closed channel (sh's "Terminated": SIGPIPE).
+# The takeover is atomic: only the run whose token (a symlink, made with O_EXCL semantics and
+# its pid and start time in it at once) is in the stale lock removes it, after judging it
+# stale again (renamed away first: a token another run makes in it meanwhile cannot make its
+# removal fail), then makes a new one with mkdir like any run. (Two runs that judged the same
+# lock stale at once both removed it: the second removed the first's new lock, and both held it.)
+# A token whose maker is dead (killed while taking over) is passed by a token named after it.
 KEEPER = """L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9)
-end=$(( $(date +%s) + {wait} ))
+end=$(( $(date +%s) + {wait} )); me="$$ $(cut -d' ' -f22 /proc/$$/stat)"
+alive() {{ [ -n "$1" ] && [ -d /proc/$1 ] &&
+  {{ [ -z "$2" ] || [ "$(cut -d' ' -f22 /proc/$1/stat 2>/dev/null)" = "$2" ]; }}; }}
+stale() {{ set -- $(cat "$L/pid" 2>/dev/null); if [ -n "${{1:-}}" ]; then ! alive "$1" "${{2:-}}"
+  else [ -n "$(find "$L" -maxdepth 0 -mmin +1 2>/dev/null)" ]; fi; }}
 while ! mkdir "$L" 2>/dev/null; do
   case "$(cat "$L/owner" 2>/dev/null)" in "run {run} "*) echo "shared $L $$"; exec sleep {keep};; esac
-  set -- $(cat "$L/pid" 2>/dev/null); k=${{1:-}}; t=${{2:-}}
-  if [ -n "$k" ] && {{ [ ! -d /proc/$k ] ||
-       {{ [ -n "$t" ] && [ "$(cut -d' ' -f22 /proc/$k/stat)" != "$t" ]; }}; }}; then rm -rf "$L"; continue; fi
-  if [ -z "$k" ] && [ -n "$(find "$L" -maxdepth 0 -mmin +1)" ]; then rm -rf "$L"; continue; fi
+  if stale; then
+    k="$L/take"; h=$(readlink "$k")
+    while [ -n "$h" ] && [ "$h" != "$me" ] && ! alive $h; do
+      k="$L/take.${{h% *}}.${{h#* }}"; h=$(readlink "$k"); done
+    [ -z "$h" ] && ln -sn "$me" "$k" 2>/dev/null && h=$me
+    if [ "$h" = "$me" ] && stale && mv "$L" "$L.gone.${{me% *}}.${{me#* }}"; then
+      rm -rf "$L.gone.${{me% *}}.${{me#* }}"; continue; fi
+  fi
   if [ $(date +%s) -ge $end ]; then echo "busy $L $(cat "$L/owner" 2>/dev/null)"; exit 3; fi
   sleep 1
 done
-echo {owner} > "$L/owner"; echo $$ $(cut -d' ' -f22 /proc/$$/stat) > "$L/pid"
+echo {owner} > "$L/owner"; echo $me > "$L/pid"
 trap 'trap "" TERM INT HUP; rm -rf "$L"; exit 0' TERM INT HUP
 echo "locked $L $$"; exec >/dev/null 2>&1
 while :; do sleep 2 & wait $!; done"""

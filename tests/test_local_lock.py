@@ -105,3 +105,54 @@ def test_a_dead_runs_temp_dir_is_a_leftover_even_when_its_keepers_pid_is_reused(
     finally:
         live.kill()
         subprocess.run(["rm", "-rf", str(reused), str(alive), *out[:1]])
+
+
+def race_for_a_stale_lock(root, n: int, dead_taker: bool = False) -> list[str]:
+    """`n` runs take a stale run lock (its keeper dead) at the same moment: each run's KEEPER,
+    its lock under `root` (not this machine's /tmp lock, which other local runs use), is held at
+    a FIFO until all have started, then all are let go at once. What each said first: locked or
+    busy (--lock-wait 0); the holder keeps the lock until the end, so a second `locked` is two
+    runs holding it at once."""
+    import os
+    import subprocess
+
+    from signoff.fleet import KEEPER, KEEPER_S
+    lock = root / "signoff-lock.1"
+    lock.mkdir()
+    (lock / "owner").write_text("run 20261201T000000Z-dead-1 by a run that was killed\n")
+    (lock / "pid").write_text("4194305 1\n")  # above any pid_max: its keeper is gone
+    if dead_taker:  # a run that began to take it over was killed: its token is left
+        (lock / "take").symlink_to("4194306 1")
+    fifo = root / "go"
+    os.mkfifo(fifo)
+    go = os.open(fifo, os.O_RDWR)  # a reader's open never blocks; its read waits for a line
+    procs = []
+    try:
+        for i in range(n):
+            script = KEEPER.format(wait=0, owner=f"'run r{i} by test'", run=f"r{i}", keep=KEEPER_S)
+            mine = script.replace(
+                "L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9)", f"L={lock}")
+            assert mine != script
+            procs.append(subprocess.Popen(["sh", "-c", f"echo ready; read _ <{fifo}\n{mine}"],
+                                          stdout=subprocess.PIPE, text=True, start_new_session=True))
+        assert [p.stdout.readline() for p in procs] == ["ready\n"] * n
+        os.write(go, b"\n" * n)  # one line each (sh reads a pipe a byte at a time): all go at once
+        return [p.stdout.readline().split(" ")[0] for p in procs]  # the holder's comes at once too
+    finally:
+        for p in procs:
+            p.terminate()  # the holder's trap removes the lock
+            p.wait(30)
+        os.close(go)
+
+
+def test_runs_racing_for_a_stale_lock_never_both_hold_it(tmp_path):
+    """The takeover of a stale lock is atomic (KEEPER: only the run whose takeover token is
+    in the stale lock removes it): 8 runs at once, 20 times, one holds it each time, also
+    where a run killed while taking it over left its token. Before, two runs could both
+    remove it and both make a new one (10 of 30 such races on a host)."""
+    for trial in range(20):
+        root = tmp_path / str(trial)
+        root.mkdir()
+        said = race_for_a_stale_lock(root, 8, dead_taker=trial % 2 == 1)
+        assert sorted(said) == ["busy"] * 7 + ["locked"], (trial, said)
+        assert not (root / "signoff-lock.1").exists()  # the holder, TERMed, removed it
