@@ -28,6 +28,7 @@ from signoff import (
     junit,
     paths,
     profiles,
+    pytest_adapter,
     report,
     retry,
     sheet,
@@ -360,22 +361,22 @@ class Terminal:
 
     def _ours(self) -> bool:
         """Whether the current line is still our open progress line (nothing written since)."""
-        return self.open and self.tr._tw.width_of_current_line == self.width
+        return self.open and pytest_adapter.line_width(self.config) == self.width
 
     def _fresh_line(self) -> None:
         self.tr.ensure_newline()
-        if self.tr._tw.width_of_current_line:  # pytest's dots (-q) or our open line
+        if pytest_adapter.line_width(self.config):  # pytest's dots (-q) or our open line
             self.tr.line("")
 
     def say(self, line: str) -> None:
         if self.tr is None:
             return
         with self._quiet():
-            row = self.tr.currentfspath  # the file whose results pytest is writing on this row
+            row = pytest_adapter.row(self.tr)  # the file whose results pytest is writing on this row
             self._fresh_line()
             self.open = False
             self.tr.write_line(line)
-            if isinstance(row, Path):  # its row again before pytest's next letter (Recorder)
+            if row is not None:  # its row again before pytest's next letter (Recorder)
                 self.config.stash[ROW] = row
 
     def progress(self, line: str, final: bool) -> None:
@@ -392,7 +393,7 @@ class Terminal:
             self.tr.rewrite(line, erase=True)
             if final:
                 self.tr.line("")
-            self.open, self.width = not final, self.tr._tw.width_of_current_line
+            self.open, self.width = not final, pytest_adapter.line_width(self.config)
 
 
 def parametrized(config) -> dict[str, list[tuple]]:
@@ -782,9 +783,7 @@ class Recorder:
             # our lines (a measuring phase's progress) broke pytest's row of letters: its file's
             # name again, so the next "." is not an orphan line (lines said together stay so)
             del self.config.stash[ROW]
-            tr.ensure_newline()
-            tr._tw.write(f"{os.path.relpath(row, tr.startpath)} ")
-            tr.currentfspath = row
+            pytest_adapter.resume_row(tr, row)
         st, nid = self.state, report.nodeid
         kind = (("error" if report.failed else "skipped" if report.skipped else "")
                 if report.when in ("setup", "teardown") else report.outcome)  # as _pytest.runner's
