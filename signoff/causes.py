@@ -23,11 +23,22 @@ _VARYING = [(re.compile(r"/tmp/signoff\.\w{8}"), "/tmp/signoff.*"),
             (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<address>"),
             (re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])"), "#")]
 _NAME, _ADDR = "\x00name", "\x00addr"  # a host's own name and address, folded back in to say them
+_IN_A_NAME = re.compile(r"[\w.-]")  # a character of a longer name around a host's
 
 
 def stand_in(text: str, word: str, token: str) -> str:
-    """`word` (a host name or address, whole: not node1 in node10) replaced by `token`."""
-    return re.sub(rf"(?<![\w.-]){re.escape(word)}(?![\w.-])", token, text)
+    """`word` (a host name or address, whole: not node1 in node10) replaced by `token`. No
+    regular expression of the word's: 1,000 hosts' would each be compiled (re caches 512)."""
+    out, i = [], 0
+    while word and (j := text.find(word, i)) >= 0:
+        end = j + len(word)
+        if (j and _IN_A_NAME.match(text[j - 1])) or (end < len(text) and _IN_A_NAME.match(text[end])):
+            out.append(text[i:j + 1])  # inside a longer name: kept
+            i = j + 1
+            continue
+        out += [text[i:j], token]
+        i = end
+    return "".join(out) + text[i:]
 
 
 def _own(message: str | None, host: str, address: str | None = None) -> str:
@@ -41,7 +52,11 @@ def _own(message: str | None, host: str, address: str | None = None) -> str:
 def normalised(message: str | None, host: str, address: str | None = None) -> str:
     """A message with what varies from host to host for one cause taken out: the host's name
     and address, temp dirs, addresses, ports, times and figures."""
-    m = _own(message, host, address).replace(_NAME, "<host>").replace(_ADDR, "<address>")
+    return _normal(_own(message, host, address))
+
+
+def _normal(own: str) -> str:
+    m = own.replace(_NAME, "<host>").replace(_ADDR, "<address>")
     for pattern, token in _VARYING:
         m = pattern.sub(token, m)
     return m
@@ -65,7 +80,7 @@ def fold(items: list[tuple[str, str | None]], addresses: dict[str, str | None] |
     own = []
     for i, (host, message) in enumerate(items):
         own.append(_own(message, host, addresses.get(host)))
-        by.setdefault(normalised(message, host, addresses.get(host)), []).append(i)
+        by.setdefault(_normal(own[-1]), []).append(i)
     out = []
     for members in by.values():
         hosts = list(dict.fromkeys(items[i][0] for i in members))
