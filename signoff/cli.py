@@ -65,34 +65,32 @@ def run(argv: list[str]) -> int:
     return int(pytest.main([*pytest_args(), *targets, *rest]))
 
 
-def configured(argv: list[str]):
+def configured(argv: list[str], work):
     """pytest's parse of a run's options and the plugin's judgement of them (inventory, profile,
     ranges), without a session: nothing is collected or run, no report directory made. Returns
-    (config, the plugin's State). The acceptance directory is left out of the arguments, which
-    is what keeps the plugin's pytest_configure from creating a report (an acceptance run)."""
+    work(config, the plugin's State). The acceptance directory is left out of the arguments,
+    which is what keeps the plugin's pytest_configure from creating a report (an acceptance run)."""
     import pytest
-    from _pytest.config import _prepareconfig  # the parse pytest.main does, not its session
 
-    from signoff import plugin
+    from signoff import plugin, pytest_adapter
     if any(a == "--report-dir" or a.startswith("--report-dir=") for a in argv):
         raise InputError("--report-dir: plan and clean write no report")
+
+    def judged(config):
+        try:
+            plugin.pytest_configure(config)
+        except pytest.UsageError as exc:
+            raise InputError(str(exc)) from None
+        state = config.stash[plugin.STATE]
+        if state.report_dir is not None:  # the plugin took it for a run after all: say so, loudly
+            raise RuntimeError(f"signoff plan made a report directory {state.report_dir}: a bug")
+        return work(config, state)
+
     # no ini, conftest.py or cache of the current directory's; os.devnull as the one path: a
     # path that is not the sheet (nothing is collected), so the plugin makes no report for it
     base = ["-c", os.devnull, "--rootdir", str(paths.root()), "--noconftest", "-p", "no:cacheprovider",
             "-p", "signoff.plugin"]
-    try:
-        config = _prepareconfig([*base, *argv, os.devnull])
-    except pytest.UsageError as exc:  # argparse's "usage: ... error: <what>": the what
-        said = [ln.split("error: ", 1)[1] for ln in str(exc).splitlines() if "error: " in ln]
-        raise InputError(said[0] if said else str(exc)) from None
-    try:
-        plugin.pytest_configure(config)
-    except pytest.UsageError as exc:
-        raise InputError(str(exc)) from None
-    state = config.stash[plugin.STATE]
-    if state.report_dir is not None:  # the plugin took it for a run after all: say so, loudly
-        raise RuntimeError(f"signoff plan made a report directory {state.report_dir}: a bug")
-    return config, state
+    return pytest_adapter.parsed([*base, *argv, os.devnull], judged)
 
 
 def plan(argv: list[str]) -> int:
@@ -101,8 +99,8 @@ def plan(argv: list[str]) -> int:
     ap = _Parser(prog="signoff plan", add_help=False, allow_abbrev=False)
     ap.add_argument("--no-contact", action="store_true")
     known, rest = ap.parse_known_args(rest)
-    config, state = configured(rest)
-    print(planning.text(config, state, [Path(t) for t in targets], contact=not known.no_contact))
+    print(configured(rest, lambda config, state: planning.text(
+        config, state, [Path(t) for t in targets], contact=not known.no_contact)))
     return 0
 
 
@@ -139,12 +137,14 @@ def show_profile(args) -> int:
 
 def clean(argv: list[str]) -> int:
     from signoff import clean as cleaning
-    config, state = configured(argv)
-    if state.job:
-        raise InputError("signoff clean runs over SSH (or on this machine), not as srun steps: "
-                         "pass --launcher ssh, or run it on each node")
-    lines, ok = cleaning.clean(state.inventory, config.getoption("accept_new_host_keys"),
-                               config.getoption("connect_timeout"), config.getoption("max_parallel"))
+
+    def sweep(config, state):
+        if state.job:
+            raise InputError("signoff clean runs over SSH (or on this machine), not as srun steps: "
+                             "pass --launcher ssh, or run it on each node")
+        return cleaning.clean(state.inventory, config.getoption("accept_new_host_keys"),
+                              config.getoption("connect_timeout"), config.getoption("max_parallel"))
+    lines, ok = configured(argv, sweep)
     print("\n".join(lines))
     return 0 if ok else 1
 

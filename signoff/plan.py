@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from signoff import catalog, families, hostlist, paths, profiles
+from signoff import catalog, causes, families, hostlist, paths, profiles
 
 FOLD = 12  # pair ids listed before "and N more"
 
@@ -145,7 +145,7 @@ def text(config, state, targets: list[Path], contact: bool = True) -> str:
     if prof is None and contact:
         prof, silent = auto_pick(config, state)
         lines.append(f"--profile {state.profile_arg} picks {prof.name} on these hosts (asked for their "
-                     f"sysinfo)" + (f"; no answer from {plugin.causes(silent)}" if silent else ""))
+                     f"sysinfo)" + (f"; no answer from {causes.causes(silent)}" if silent else ""))
         lines.append(f"  {state.pick}")
     elif prof is None and kids:
         lines.append(f"--profile {state.profile_arg}: a class base: the variant is picked at the start of "

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import time
@@ -21,6 +20,7 @@ import pytest
 from signoff import (
     InputError,
     baseline,
+    causes,
     families,
     hookspecs,
     hostlist,
@@ -28,6 +28,7 @@ from signoff import (
     junit,
     paths,
     profiles,
+    pytest_adapter,
     report,
     retry,
     sheet,
@@ -375,22 +376,22 @@ class Terminal:
 
     def _ours(self) -> bool:
         """Whether the current line is still our open progress line (nothing written since)."""
-        return self.open and self.tr._tw.width_of_current_line == self.width
+        return self.open and pytest_adapter.line_width(self.config) == self.width
 
     def _fresh_line(self) -> None:
         self.tr.ensure_newline()
-        if self.tr._tw.width_of_current_line:  # pytest's dots (-q) or our open line
+        if pytest_adapter.line_width(self.config):  # pytest's dots (-q) or our open line
             self.tr.line("")
 
     def say(self, line: str) -> None:
         if self.tr is None:
             return
         with self._quiet():
-            row = self.tr.currentfspath  # the file whose results pytest is writing on this row
+            row = pytest_adapter.row(self.tr)  # the file whose results pytest is writing on this row
             self._fresh_line()
             self.open = False
             self.tr.write_line(line)
-            if isinstance(row, Path):  # its row again before pytest's next letter (Recorder)
+            if row is not None:  # its row again before pytest's next letter (Recorder)
                 self.config.stash[ROW] = row
 
     def progress(self, line: str, final: bool) -> None:
@@ -407,7 +408,7 @@ class Terminal:
             self.tr.rewrite(line, erase=True)
             if final:
                 self.tr.line("")
-            self.open, self.width = not final, self.tr._tw.width_of_current_line
+            self.open, self.width = not final, pytest_adapter.line_width(self.config)
 
 
 def parametrized(config) -> dict[str, list[tuple]]:
@@ -531,7 +532,7 @@ def _stop_if_none_answered(session, state: State, fleet: Fleet) -> None:
     facts = fleet.all_facts()  # every one failed: their causes
     why = {n: str(e) for n, e in facts.items()}
     addresses = {h.name: h.address for h in state.inventory.hosts}
-    lines = cause_lines(why, addresses)
+    lines = causes.cause_lines(why, addresses)
     recorder = session.config.pluginmanager.get_plugin("signoff-recorder")
     if recorder is not None:
         said = {}
@@ -544,7 +545,7 @@ def _stop_if_none_answered(session, state: State, fleet: Fleet) -> None:
             else:  # a pair's two hosts, or every host for a cluster-wide check
                 sub = {n: why[n] for n in mine if n in why}
                 said[item.nodeid] = "no host answered: " + "; ".join(
-                    cause_lines(sub, addresses) if sub else lines)
+                    causes.cause_lines(sub, addresses) if sub else lines)
         recorder.stopped(said)
     say = Terminal(session.config).say
     say(f"signoff: none of the {len(why)} hosts answered; the run stops, each check ERROR with its "
@@ -555,41 +556,6 @@ def _stop_if_none_answered(session, state: State, fleet: Fleet) -> None:
         say(f"  and {len(lines) - report.COVER_LINES} more causes: results.json")
     pytest.exit(f"no host answered: {len(why)} hosts, {len(lines)} "
                 f"cause{'s' if len(lines) > 1 else ''}", returncode=pytest.ExitCode.TESTS_FAILED)
-
-
-def cause_lines(why: dict[str, str], addresses: dict[str, str | None]) -> list[str]:
-    """One line per cause, its hosts folded, the widest first: 'unreachable: DNS: cannot
-    resolve nosuch[001-050] (Name or service not known)', 'lab[2-3]: unreachable: connection
-    refused by 10.0.0.[2-3]:22 (...)'. A host's own name and address in its cause are what
-    varies between hosts: taken out to group them, folded back in to say them; the hosts are
-    named in front where the cause does not name them."""
-    by: dict[str, list[str]] = {}
-    for name, text in why.items():
-        text = text.removeprefix(f"{name}: ")
-        addr = addresses.get(name)
-        if addr and addr not in (name, inventory.LOCAL):
-            text = _stand_in(text, addr, "\x00addr")
-        by.setdefault(_stand_in(text, name, "\x00name"), []).append(name)
-    out = []
-    for text, names in sorted(by.items(), key=lambda kv: -len(kv[1])):
-        line = text.replace("\x00name", hostlist.fold(names))
-        if "\x00addr" in text:
-            line = line.replace("\x00addr", _fold_any(addresses[n] for n in names))
-        out.append(line if "\x00name" in text else f"{hostlist.fold(names)}: {line}")
-    return out
-
-
-def _stand_in(text: str, word: str, stand_in: str) -> str:
-    """`word` (a host name or address, whole: not node1 in node10) replaced by `stand_in`."""
-    return re.sub(rf"(?<![\w.-]){re.escape(word)}(?![\w.-])", stand_in, text)
-
-
-def _fold_any(names) -> str:
-    names = list(dict.fromkeys(names))
-    try:
-        return hostlist.fold(names)
-    except Exception:  # noqa: BLE001 - an address NodeSet cannot fold (IPv6): listed as it is
-        return ",".join(names)
 
 
 @pytest.fixture(scope="session")
@@ -616,10 +582,10 @@ def pick_profile(state: State, fleet: Fleet) -> profiles.Profile:
             hidden = {v.name: v.hidden_gpus for v in views if v.hidden_gpus}
             if hidden:
                 fix = "" if all(v.lacks_nvml for v in views if v.hidden_gpus) else "fix NVML or "
-                raise InputError(f"{asked}: {causes(hidden)}; {fix}pass --profile")
+                raise InputError(f"{asked}: {causes.causes(hidden)}; {fix}pass --profile")
             why = {n: str(e) for n, e in facts.items() if isinstance(e, Exception)}
             raise InputError(f"{asked}: no host answered, so no hardware class to match: "
-                             f"{causes(why)}")
+                             f"{causes.causes(why)}")
         if state.class_base is not None:
             state.profile, state.pick = profiles.pick_variant(
                 state.class_base, {v.name: v.hardware for v in views if not v.hidden_gpus})
@@ -634,14 +600,6 @@ def pick_profile(state: State, fleet: Fleet) -> profiles.Profile:
                                    profile_sha256=profiles.digest(state.profile),
                                    profile_class=state.profile.describe_class(), profile_pick=state.pick)
     return state.profile
-
-
-def causes(why: dict[str, str]) -> str:
-    """Per-host causes, each cause once with its hosts folded: 'lab[1-3]: in use by ...'."""
-    by: dict[str, list[str]] = {}
-    for name, text in why.items():
-        by.setdefault(text.removeprefix(f"{name}: "), []).append(name)
-    return "; ".join(f"{hostlist.fold(names)}: {text}" for text, names in by.items())
 
 
 @pytest.fixture
@@ -841,9 +799,7 @@ class Recorder:
             # our lines (a measuring phase's progress) broke pytest's row of letters: its file's
             # name again, so the next "." is not an orphan line (lines said together stay so)
             del self.config.stash[ROW]
-            tr.ensure_newline()
-            tr._tw.write(f"{os.path.relpath(row, tr.startpath)} ")
-            tr.currentfspath = row
+            pytest_adapter.resume_row(tr, row)
         st, nid = self.state, report.nodeid
         kind = (("error" if report.failed else "skipped" if report.skipped else "")
                 if report.when in ("setup", "teardown") else report.outcome)  # as _pytest.runner's

@@ -15,7 +15,7 @@ from collections import Counter
 from html import escape
 from pathlib import Path
 
-from signoff import families, hostlist, paths, profiles, retry
+from signoff import causes, families, hostlist, paths, profiles, retry
 from signoff.results import ALL, STATUSES, VERDICT_MEANS, verdict_text
 
 STYLE = """<style>
@@ -91,49 +91,27 @@ def split_cause(message: str) -> tuple[str, str]:
     return what, cause
 
 
-# What makes one host's message differ from another's for the same cause: its temp dir,
-# addresses and ports, times, figures (kept in each check's details and results.json).
-_VARYING = [(re.compile(r"/tmp/signoff\.\w{8}"), "/tmp/signoff.*"),
-            (re.compile(r"\b\d{4}-\d\d-\d\dT[\d:.]+Z?"), "<time>"),
-            (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<address>"),
-            (re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])"), "#")]
-
-
-def normalised(message: str, host: str) -> str:
-    """A message with what varies from host to host for one cause taken out: the host's name,
-    temp dirs, addresses, ports, times and figures."""
-    m = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w.-])", "<host>", message or "") if host else message or ""
-    for pattern, stand_in in _VARYING:
-        m = pattern.sub(stand_in, m)
-    return m
-
-
 def problem_groups(records: list[dict]) -> list[dict]:
-    """FAIL, ERROR, NOT RUN records grouped per (status, criterion): one cover line each,
-    whatever the number of hosts; a host's checks that could not measure for one same reason
-    (unreachable, locked) are one line, and the hosts whose checks did so for the same cause
-    (the message less its host's name, temp dir, addresses and figures) one line too."""
-    same: dict = {}
+    """FAIL, ERROR, NOT RUN records folded by cause (signoff.causes): one cover line per status,
+    checks and cause, whatever the number of hosts. A host's checks that said one same thing
+    (unreachable, locked, no GPU) are one line, and the hosts whose checks did so for the same
+    cause (the message less its host's name, temp dir, addresses and figures) one line too;
+    distinct causes of one check are each their own line."""
+    same: dict = {}  # (status, host, message) -> the host's checks that said it
     for r in records:
-        if r["status"] in ("ERROR", "NOT RUN"):
+        if r["status"] in PROBLEMS:
             same.setdefault((r["status"], r["host"], r.get("message") or ""), []).append(r)
-    across: dict = {}  # (status, the checks, the cause) -> every such host's records
+    said: dict = {}  # (status, the checks) -> [(host, message, its records)]
     for (status, host, msg), rs in same.items():
-        if len(rs) > 1:
-            key = (status, tuple(r["criterion"] for r in rs), normalised(msg, host))
-            across.setdefault(key, []).extend(rs)
-    merged = list(across.values())
-    taken = {id(r) for rs in merged for r in rs}
-    groups: dict = {}
-    for r in records:
-        if r["status"] in PROBLEMS and id(r) not in taken:
-            groups.setdefault((r["status"], r["criterion"]), []).append(r)
-    out = [{"criterion": c, "status": s, "records": rs} for (s, c), rs in groups.items()]
-    for rs in merged:
-        names = list(dict.fromkeys(r["criterion"] for r in rs))
-        out.append({"criterion": f"{len(names)} checks ({', '.join(names[:4])}"
-                                 + (f" and {len(names) - 4} more)" if len(names) > 4 else ")"),
-                    "status": rs[0]["status"], "records": rs})
+        checks = tuple(dict.fromkeys(r["criterion"] for r in rs))
+        said.setdefault((status, checks), []).append((host, msg, rs))
+    out = []
+    for (status, names), items in said.items():
+        label = names[0] if len(names) == 1 else f"{len(names)} checks ({', '.join(names[:4])}" \
+            + (f" and {len(names) - 4} more)" if len(names) > 4 else ")")
+        for c in causes.fold([(host, msg) for host, msg, _ in items]):
+            out.append({"criterion": label, "status": status, "cause": c,
+                        "records": [r for i in c.members for r in items[i][2]]})
     # the widest first (one cause on 300 hosts before a slow pair), then FAIL before ERROR
     return sorted(out, key=lambda g: (-len({r["host"] for r in g["records"]}), PROBLEMS.index(g["status"]),
                                       g["criterion"]))
@@ -154,17 +132,15 @@ def problem_line(g: dict) -> tuple[str, str, str]:
         if src:  # the citation is in the Methodology: the cover says value and limit
             what = re.sub(rf" \([^()]*, source: {re.escape(src)}\)$|; {re.escape(src)}\)$",
                           lambda m: ")" if m.group(0).startswith(";") else "", what)
-    else:
-        causes = list(dict.fromkeys(split_cause(x.get("message") or "")[1] for x in rs))
-        cause = "; ".join(c for c in causes[:2] if c) + (f" (and {len(causes) - 2} other causes)"
-                                                         if len(causes) > 2 else "")
+    else:  # one cause (problem_groups): its text, hosts folded in where it names them
+        c = g["cause"]
+        what, cause = split_cause(c.text)
         span = f"{_fmt(vals[0])}-{_fmt(vals[-1])} {unit}" if len(vals) > 1 else \
             f"{_fmt(vals[0])} {unit}" if vals else ""
-        what = (f"measured {span}, expected {r.get('expected')}" if span
-                else split_cause(r.get("message") or "")[0].removeprefix(f"{r['host']}: "))
-        own = {(x.get("message") or "").removeprefix(f"{x['host']}: ") for x in rs}
-        if not span and len(own) > 1:  # one cause, each host's own paths
-            what += f" (as on {r['host']}; each host's own paths and figures in its details)"
+        if span:
+            what = f"measured {span}, expected {r.get('expected')}"
+        elif not c.alike:  # one cause, each host's own paths
+            what += f" (as on {c.hosts[0]}; each host's own paths and figures in its details)"
     return who, what, cause
 
 
@@ -486,27 +462,25 @@ def problem_tables(records: list[dict]) -> str:
     by: dict = {}
     for r in records:
         if r["status"] in PROBLEMS:
-            key = (r["status"], normalised(r.get("message") or "", r["host"]))
-            by.setdefault(r["criterion"], {}).setdefault(key, []).append(r)
+            by.setdefault(r["criterion"], {}).setdefault(r["status"], []).append(r)
     out = []
-    for c, groups in by.items():
-        keys = sorted(groups, key=lambda k: (PROBLEMS.index(k[0]), -len(groups[k])))
+    for c, statuses in by.items():
+        keys = [(status, cause, [rs[i] for i in cause.members]) for status, rs in statuses.items()
+                for cause in causes.fold([(r["host"], r.get("message")) for r in rs])]
+        keys.sort(key=lambda k: (PROBLEMS.index(k[0]), -len(k[2])))
         rows = []
-        for status, _ in keys[:PROBLEM_ROWS]:
-            rs = groups[(status, _)]
+        for status, cause, rs in keys[:PROBLEM_ROWS]:
             hosts = [r["host"] for r in rs]
             vals = sorted(r["measured"] for r in rs if _number(r.get("measured")))
             span = ("" if not vals else _fmt(vals[0]) if len(vals) == 1
                     else f"{_fmt(vals[0])}-{_fmt(vals[-1])}")
-            msg = (rs[0].get("message") or "").removeprefix(f"{rs[0]['host']}: ")  # the hosts column
-            if len(rs) > 1 and len({r.get("message") for r in rs}) > 1:
-                msg = f"as on {rs[0]['host']}: {msg}"
+            msg = cause.text if cause.alike else f"as on {cause.hosts[0]}: {cause.text}"  # the hosts column
             who = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} hosts {hosts_text(hosts)}"
             rows.append(f"<tr class='{status_class(status)}'><td>{escape(who)}</td><td>{status}</td>"
                         f"<td>{escape(span)}</td><td>{escape(msg)}</td></tr>")
         more = (f"<p>and {len(keys) - PROBLEM_ROWS} more causes: every check is in the table below and "
                 f"in results.json</p>" if len(keys) > PROBLEM_ROWS else "")
-        n = sum(len(g) for g in groups.values())
+        n = sum(len(rs) for rs in statuses.values())
         out.append(f"<h3>{escape(c)}: {n} not passed</h3><table class='so-table'>"
                    f"<tr><th>hosts</th><th></th><th>measured</th><th>message</th></tr>{''.join(rows)}</table>"
                    + more)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from html import unescape
 from pathlib import Path
 
 from signoff import report
@@ -68,9 +69,10 @@ def test_summary_at_1000_hosts_is_bounded_and_names_the_failing_hosts_folded():
     assert cells[5:9] == [f"{min(measured):.4g}", f"{statistics.median(measured):.4g}",
                           f"{max(measured):.4g}", "GB/s"]
     assert cells[5] == "10.02" and cells[7] == "200"
-    # the failing hosts are listed per criterion and cause, folded (not one row a host)
+    # the failing hosts are listed per criterion and cause, folded (not one row a host); their
+    # messages the same but for the host's name: said once, no "as on" one of them
     assert "<td>11 hosts node[0017,0500-0509]</td><td>FAIL</td><td>10.02-10.51</td>" \
-           "<td>as on node0017: allreduce_busbw FAIL</td>" in whole
+           "<td>allreduce_busbw FAIL</td>" in whole
     assert "<h3>allreduce_busbw: 12 not passed</h3>" in whole
 
 
@@ -450,3 +452,55 @@ def test_a_pass_on_provisional_thresholds_names_them_on_the_cover():
            "net_pair_bandwidth (lab1->lab2,lab2->lab3,lab3->lab1)**" in md, md
     plain = report.cover("PASS", {"meta": {"hosts": ["lab1"]}, "results": records[:1]})
     assert "provisional" not in plain
+
+
+def cover_lines(doc: dict) -> tuple[list[str], list[str]]:
+    """The cover's problem lines (text) and report.md's To fix lines."""
+    html = report.cover(doc["verdict"], doc)
+    lines = [unescape(re.sub(r"<[^>]+>", "", ln))
+             for ln in re.findall(r"<li class='so-problem'>(.*?)</li>", html)]
+    md = report.markdown(doc)
+    fix = md.split("## To fix\n\n")[1].split("\n\n")[0].splitlines() if "## To fix" in md else []
+    return lines, fix
+
+
+def test_distinct_causes_of_one_check_are_each_their_own_cover_line():
+    """Issue 32 item 9: an uncorrectable ECC error on one host was folded behind another host's
+    out-of-memory kill (same check, same status) under "as on ...; each host's own paths and
+    figures". Only messages the same once host names and figures are stood in fold."""
+    recs = [rec("soak_errors", f"node{i:02d}", "FAIL", message=f"node{i:02d}: killed by the OOM killer "
+                f"(rss {400 + i} GB of 512 GB)") for i in range(1, 4)]
+    recs.append(rec("soak_errors", "node04", "FAIL", message="node04: GPU 3 uncorrectable ECC error "
+                    "(volatile DBE 2); likely cause: HBM fault"))
+    recs += [rec("soak_errors", f"node{i:02d}") for i in range(5, 9)]
+    doc = {"meta": {}, "results": recs, "verdict": "FAIL"}
+    lines, fix = cover_lines(doc)
+    assert len(lines) == len(fix) == 2, (lines, fix)
+    assert lines[0].startswith("FAIL soak_errors on 3 hosts node[01-03]: killed by the OOM killer "
+                               "(rss 401 GB of 512 GB) (as on node01; each host's own paths and "
+                               "figures"), lines
+    assert lines[1] == "FAIL soak_errors on node04: GPU 3 uncorrectable ECC error (volatile DBE 2)" \
+                       "→ likely cause: HBM fault", lines
+    assert "uncorrectable ECC" in fix[1] and "node04" in fix[1] and "OOM" not in fix[1], fix
+    html = report.problem_tables(recs)  # report.html's table of hosts not passed: a row each
+    assert html.count("<tr class='so-FAIL'>") == 2 and "uncorrectable ECC" in html, html
+
+
+def test_a_fail_of_one_cause_on_many_checks_and_hosts_is_one_line_hosts_folded():
+    """Issue 31 item 4: 20 hosts with no GPU FAILed every GPU check with one message each: a
+    line per check (and per host), not folded as the ERRORs are. Now one line: the checks
+    counted, the hosts a range."""
+    checks = ("gpu_count", "gpu_model", "ecc_enabled", "pcie_link", "nvlink_up")
+    recs = [rec(c, f"gpu{i:02d}", "FAIL", message=f"gpu{i:02d}: no NVIDIA GPU (NVML reports no GPU); "
+                f"profile h200-8x-nvlink expects 8 x NVIDIA H200")
+            for i in range(1, 21) for c in checks]
+    recs += [rec("gpu_count", "gpu21", "FAIL", 7, message="gpu21: gpu_count = 7, expected 8")]
+    doc = {"meta": {}, "results": recs, "verdict": "FAIL"}
+    lines, fix = cover_lines(doc)
+    assert len(lines) == len(fix) == 2, (lines, fix)
+    assert lines[0] == ("FAIL 5 checks (gpu_count, gpu_model, ecc_enabled, pcie_link and 1 more) on 20 hosts "
+                        "gpu[01-20]: no NVIDIA GPU (NVML reports no GPU); profile h200-8x-nvlink expects "
+                        "8 x NVIDIA H200"), lines
+    assert lines[1] == "FAIL gpu_count on gpu21: gpu_count = 7, expected 8", lines
+    assert fix[0].startswith("- **FAIL** `5 checks (gpu_count, gpu_model, ecc_enabled, pcie_link and 1 "
+                             "more)` on 20 hosts gpu\\[01-20\\]: no NVIDIA GPU"), fix

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 
 from test_cli import QUICK, ROOT, run
+from test_gpu_faults_recorded import RECORDED, recorded_inventory
 
 JUNIT = {"failure": "FAIL", "error": None, "skipped": "N.A."}  # error: ERROR or NOT RUN, by type
 
@@ -145,3 +146,24 @@ def test_an_error_only_local_run_reads_error_in_every_output(tmp_path):
     assert f"sign-off verdict {said}: " in (rd / "junit.xml").read_text()
     assert "<span class='so-verdict so-ERROR'>ERROR</span> (not signed off: could not measure)" in (
         rd / "report.html").read_text()
+
+
+def test_a_gpu_less_host_under_a_gpu_profile_is_one_fail_line_in_every_output(tmp_path):
+    """Issue 31 item 4: a host with no GPU FAILs every GPU check with one cause; the terminal,
+    report.md and the cover said it once per check. Folded by cause as the ERRORs are: one
+    line, the checks counted."""
+    facts = json.loads(RECORDED.read_text())["hosts"]["localhost"]  # a real H200's, its GPU gone
+    facts["nvidia"] = {"available": False, "error": "NVML Shared Library Not Found", "pci_devices": 0}
+    rd = tmp_path / "r"
+    p = run("acceptance/test_gpu_health.py", "--report-dir", str(rd), "--profile", "h200-2x-nvlink",
+            "--partial", "--inventory", str(recorded_inventory(tmp_path, facts)), command=("pytest",))
+    doc = json.loads((rd / "results.json").read_text())
+    fails = [r for r in doc["results"] if r["status"] == "FAIL"]
+    assert len(fails) > 5 and all("no NVIDIA GPU" in r["message"] for r in fails), p.stdout
+    n = len(fails)
+    terminal = [ln for ln in p.stdout.splitlines() if ln.startswith("  FAIL ")]
+    assert len(terminal) == 1 and terminal[0].startswith(f"  FAIL  {n} checks (") \
+        and ") on gpunode: no NVIDIA GPU (" in terminal[0], p.stdout
+    fix = (rd / "report.md").read_text().split("## To fix\n\n")[1].split("\n\n")[0].splitlines()
+    assert len(fix) == 1 and fix[0].startswith(f"- **FAIL** `{n} checks (") and "no NVIDIA GPU" in fix[0], fix
+    assert (rd / "report.html").read_text().count("<li class='so-problem'>") == 1
