@@ -28,6 +28,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from lab import Lab  # noqa: E402
 from slurmlab import SlurmLab  # noqa: E402
 
+from signoff.results import load as load_results  # noqa: E402
+
 # thresholds/local.yaml's small training step, as lab.yaml inherits it
 STEP = ["--layers", "2", "--d-model", "64", "--heads", "4", "--ffn", "128", "--seq", "32", "--batch", "4",
         "--warmup", "2", "--steps", "8", "--lr", "0.001", "--threads", "1"]
@@ -67,7 +69,7 @@ def suite(slurm: SlurmLab, tmp: Path, i: int, checks: list[str]) -> dict:
            "--report-dir", str(rd), "-p", "no:cacheprovider", "-q", "--partial"]
     p = subprocess.run(cmd, cwd=ROOT, env=slurm.env, capture_output=True, text=True, timeout=900)
     try:
-        res = json.loads((rd / "results.json").read_text())
+        res = load_results(rd / "results.json")
     except (OSError, ValueError):
         return {"rc": p.returncode, "errors": {"run": (p.stdout + p.stderr)[-3000:]}}
     bad = {f"{r['check']} {r.get('host') or ''}": (r.get("message") or "")[:600] + " "

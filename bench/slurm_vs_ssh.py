@@ -25,6 +25,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from lab import Lab  # noqa: E402
 from slurmlab import SlurmLab  # noqa: E402
 
+from signoff.results import load as load_results  # noqa: E402
+
 PROFILE = str(ROOT / "tests" / "profiles" / "lab.yaml")
 
 
@@ -38,7 +40,7 @@ def run(slurm: SlurmLab, inv: Path, rd: Path, launcher: str, checks: list[str]) 
     t0 = time.monotonic()
     subprocess.run(cmd, cwd=ROOT, env=slurm.env, capture_output=True, text=True, timeout=1200)
     wall = time.monotonic() - t0
-    return wall, json.loads((rd / "results.json").read_text())
+    return wall, load_results(rd / "results.json")
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from signoff import InputError
-from signoff.results import ALL
+from signoff.results import ALL, expanded
 from signoff.units import parse_fraction
 
 TOLERANCE = 0.05  # 5 %: the example; CI against staging nodes sets its own
@@ -35,7 +35,7 @@ def load(path: str) -> dict:
         raise InputError(f"--baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise InputError(f"--baseline {path}: not a signoff results.json (no 'results' list)")
-    return doc
+    return expanded(doc, p.parent)  # each record whole: its threshold may be stated once in `common`
 
 
 def tolerance_arg(text: str | None) -> float | None:

@@ -13,7 +13,6 @@ could not calibrate are listed with why."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, hostlist, profiles
+from signoff import InputError, hostlist, profiles, results
 from signoff.storage import judge as storage_judge
 
 # The figures a calibration sets: what a known-good node measures (rates, bandwidths,
@@ -196,7 +195,7 @@ def site_profile(report_dir: Path, margin: float = MARGIN,
                  out: Path | None = None) -> tuple[dict, dict[str, str]]:
     path = Path(report_dir) / "results.json"
     try:
-        doc = json.loads(path.read_text())
+        doc = results.load(path)  # each record whole (`common` merged back)
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot read a run's results ({exc})") from None
     why = refusal(doc, margin)

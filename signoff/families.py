@@ -7,6 +7,8 @@ A family's __init__ (light: no controller imports, the profile loader reads it) 
   SECTIONS   optional {top-level profile key: merge(inherited, section, where) -> dict}
   PLUGIN     optional: its pytest plugin module (options, fixtures, the pytest_signoff_* hooks)
   rebuild(report_dir, doc)   optional: what `python -m signoff.results rebuild` adds for it
+  bound(doc)   optional: its sections in results.json's form, less what its per-host files hold
+  load(report_dir, doc)   optional: bound()'s inverse, what signoff.results.load() reads back
   estimate(config, profile, picked, pairs)   optional: `signoff plan`'s lines for its long
              measurements (picked: the criteria that will run; pairs: the host pairs)
 and its probes are signoff/<family>/probe_<name>.py, shipped to every host as <name>.py.

@@ -5,11 +5,17 @@ to `results.jsonl`, so writing costs the size of the change, not of the run, and
 run (even SIGKILL) loses nothing that was measured. `results.json`, the summary document
 (meta, verdict, hosts, results, live sections such as `soak`), is written at the start
 (verdict null: a run in progress) and rebuilt from the same changes at the end and on
-Ctrl-C / SIGTERM; after a SIGKILL, `python -m signoff.results rebuild DIR` makes it."""
+Ctrl-C / SIGTERM; after a SIGKILL, `python -m signoff.results rebuild DIR` makes it.
+
+results.json is bounded (`bounded()`): what every record of a criterion and status has alike
+(its source, threshold, settings, a class's host list) is stated once under `common`, each
+record keeping its own figures and what differs; a family's large series (the soak's samples)
+stay in the per-host file its section names. `load()` gives the whole document back."""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -156,9 +162,135 @@ def dumps(obj, **kw) -> str:
         return json.dumps(finite(obj), allow_nan=False, default=str, **kw)
 
 
+# Never under `common`: what a record is (its check, host, status) and its own figure.
+KEPT = ("test", "criterion", "host", "status", "measured", "unit")
+_NONE = object()  # "nothing alike" / "nothing left"
+
+
+def _same(a, b) -> bool:
+    """a == b as JSON: of the same JSON types throughout (True is no 1, 1 no 1.0, NaN no NaN;
+    a tuple is the list it is written as)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _alike(values: list):
+    """What all of values have alike: the value itself; of dicts, the keys every one has,
+    each alike in all (recursively); _NONE where nothing is."""
+    first = values[0]
+    if isinstance(first, dict) and all(isinstance(v, dict) for v in values):
+        out = {}
+        for k in first:
+            if all(k in v for v in values):
+                got = _alike([v[k] for v in values])
+                if got is not _NONE:
+                    out[k] = got
+        return out or _NONE
+    return first if all(_same(first, v) for v in values[1:]) else _NONE
+
+
+def _strip(value, alike):
+    """value less what `alike` (its _alike()) holds; _NONE where nothing is left."""
+    if not (isinstance(alike, dict) and isinstance(value, dict)):
+        return _NONE  # a leaf of `alike` is this very value
+    out = {}
+    for k, v in value.items():
+        if k in alike:
+            v = _strip(v, alike[k])
+            if v is _NONE:
+                continue
+        out[k] = v
+    return out or _NONE
+
+
+def _merge(alike, own):
+    """_strip()'s inverse: own with what `alike` holds put back (a copy: records share nothing)."""
+    if own is _NONE:
+        return copy.deepcopy(alike)
+    if not (isinstance(alike, dict) and isinstance(own, dict)):
+        return own
+    out = {k: copy.deepcopy(v) for k, v in alike.items() if k not in own}
+    for k, v in own.items():
+        out[k] = _merge(alike[k], v) if k in alike else v
+    return out
+
+
+def bounded(doc: dict) -> dict:
+    """results.json's form of the document (a new one; `doc` is left as it is). What every
+    record of one criterion and status has alike, but for KEPT, is stated once in
+    `common[criterion][status]` and left out of each record; a record keeps its own figures
+    and everything that differs from host to host. A family's section may leave out what its
+    per-host files hold (the soak's samples: `bound`). load() / expanded() undo both."""
+    groups: dict[tuple, list] = {}
+    for r in doc["results"]:
+        if r.get("criterion") is not None:
+            groups.setdefault((r["criterion"], r.get("status")), []).append(r)
+    common: dict[str, dict] = {}
+    for (crit, status), recs in groups.items():
+        if len(recs) > 1:
+            got = _alike([{k: v for k, v in r.items() if k not in KEPT} for r in recs])
+            if got is not _NONE:
+                common.setdefault(crit, {})[status] = got
+    out = {k: v for k, v in doc.items() if k != "results"}
+    if common:  # none where no two records of a criterion and status share anything
+        out["common"] = common
+    out["results"] = [r if (t := common.get(r.get("criterion"), {}).get(r.get("status"))) is None
+                      else _strip(r, t) for r in doc["results"]]
+    from signoff import families
+    for mod in families.modules():
+        if hasattr(mod, "bound"):
+            mod.bound(out)
+    return out
+
+
+def expanded(doc: dict, report_dir: Path | None = None) -> dict:
+    """A results.json's document whole again (in place): each record with what `common`
+    states for it, and, with the report directory, each family's series from its files."""
+    common = doc.pop("common", None) or {}
+    if common:
+        doc["results"] = [r if (t := (common.get(r.get("criterion")) or {}).get(r.get("status"))) is None
+                          else _merge(t, r) for r in doc["results"]]
+    if report_dir is not None:
+        from signoff import families
+        for mod in families.modules():
+            if hasattr(mod, "load"):
+                mod.load(Path(report_dir), doc)
+    return doc
+
+
+def load(path) -> dict:
+    """A run's results.json (or its report directory's) as the run had it in memory: every
+    record whole, every series read back (what `--baseline`, calibrate and the tests read)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    return expanded(json.loads(path.read_text(encoding="utf-8")), path.parent)
+
+
+def text(doc: dict) -> str:
+    """results.json's text: each section one entry a line (a record, a host, a criterion's
+    common part, a soak), so it reads, greps and diffs by line at any size; still one JSON
+    document (json.loads, jq)."""
+    parts = []
+    for key, value in doc.items():
+        if isinstance(value, list) and value:
+            body = "[\n" + ",\n".join(f"  {dumps(v)}" for v in value) + "\n ]"
+        elif isinstance(value, dict) and value:
+            body = "{\n" + ",\n".join(f"  {dumps(str(k))}: {dumps(v)}" for k, v in value.items()) + "\n }"
+        else:
+            body = dumps(value)
+        parts.append(f" {dumps(key)}: {body}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def _dump(path: Path, doc: dict) -> None:
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(dumps(doc, indent=1))
+    tmp.write_text(text(bounded(doc)), encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -31,6 +31,7 @@ from test_cli import LOCK_WAIT
 
 from signoff import calibrate, profiles
 from signoff.interconnect import SWEEP, judge
+from signoff.results import load as load_results
 from signoff.training import section
 from signoff.units import parse_size
 
@@ -396,7 +397,7 @@ def run(inv: Path, *args: str, profile: str = "auto", files=("acceptance/",)) ->
                         "-p", "no:html", *LOCK_WAIT, *args], cwd=ROOT, capture_output=True, text=True,
                        timeout=TIMEOUT)  # no report.html: nothing here reads it
     assert (rd / "results.json").exists(), p.stdout[-3000:] + p.stderr[-3000:]
-    return p.returncode, json.loads((rd / "results.json").read_text()), p.stdout[-3000:]
+    return p.returncode, load_results(rd / "results.json"), p.stdout[-3000:]
 
 
 class Runs:

@@ -16,6 +16,7 @@ from fake_nvml import FakeGPU, FakeNV
 
 from signoff import cotenants
 from signoff.fleet import ProbeError
+from signoff.results import load as load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -212,7 +213,7 @@ def test_soak_fake_nvml_cotenant_mid_soak_is_named_not_blamed_on_cooling(tmp_pat
                            capture_output=True, text=True, timeout=900, env={**clean, "HOG_PID": str(hog)})
     finally:
         kill(hog)
-    doc = json.loads((rd / "results.json").read_text())
+    doc = load_results(rd / "results.json")
     res = {r["criterion"]: r for r in doc["results"]}
     lines = [json.loads(x) for x in (rd / "soak" / "gpunode.jsonl").read_text().splitlines()]
     final = next(x for x in lines if x.get("type") == "result")
@@ -334,7 +335,7 @@ def test_recorded_h200_hbm_copies_beside_another_process_error_naming_it(tmp_pat
                         "--inventory", str(inv), "--profile", "h200-2x-nvlink", "--report-dir", str(rd),
                         "-p", "no:cacheprovider", *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True,
                        timeout=900)
-    res = {r["criterion"]: r for r in json.loads((rd / "results.json").read_text())["results"]}
+    res = {r["criterion"]: r for r in load_results(rd / "results.json")["results"]}
     cause = ("another process on GPU 1: pid 4242 (python3) from 12:00:02 to 12:00:03 UTC (2-2.5 s into "
              "the HBM copies) ran beside the HBM copies")
     for c in ("hbm_bandwidth", "hbm_uniformity"):

@@ -15,6 +15,7 @@ import pytest
 
 from signoff import baseline, calibrate, profiles, report
 from signoff.results import Results, rebuild
+from signoff.results import load as load_results
 
 CHECKS = '''
 import os, signal
@@ -53,7 +54,7 @@ def judge(tmp_path, *args):
                         "-p", "no:cacheprovider", "--report-dir", str(rd), "--profile", "local", *args],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     suite = ET.parse(rd / "junit.xml").getroot().find("testsuite")
-    return p.returncode, p.stdout + p.stderr, json.loads((rd / "results.json").read_text()), suite
+    return p.returncode, p.stdout + p.stderr, load_results(rd / "results.json"), suite
 
 
 def props(el) -> dict:
@@ -84,7 +85,7 @@ def test_the_exit_code_is_the_verdicts_and_results_json_says_it(tmp_path, status
     for i, s in enumerate(statuses):
         res.add(rec(s, host=f"h{i}"))
     res.finish(**kw)
-    meta = json.loads((tmp_path / "results.json").read_text())["meta"]
+    meta = load_results(tmp_path / "results.json")["meta"]
     assert meta["exit_code"] == code, meta
     assert meta["exit_reason"].startswith({0: "PASS", 1: "FAIL", 2: ("ERROR", "NOT RUN"),
                                            3: "INCOMPLETE", 4: "usage"}[code]), meta

@@ -14,6 +14,8 @@ from types import SimpleNamespace
 import pytest
 from test_cli import LOCK_WAIT
 
+from signoff.results import load as load_results
+
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "reports" / "examples" / "h200-2x" / "results.json"
 
@@ -62,7 +64,7 @@ def run(tmp_path: Path, inv: Path, *args: str, profile="h200-2x-nvlink") -> dict
                         "--partial", "--inventory", str(inv), "--profile", profile,
                         "--report-dir", str(rd), "-p", "no:cacheprovider", *LOCK_WAIT],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    res = {r["criterion"]: r for r in json.loads((rd / "results.json").read_text())["results"]}
+    res = {r["criterion"]: r for r in load_results(rd / "results.json")["results"]}
     # 1 where a check FAILed, else 2: ERROR without FAIL (README: Exit codes)
     assert p.returncode == (1 if any(r["status"] == "FAIL" for r in res.values()) else 2), p.stdout
     return res

@@ -15,6 +15,8 @@ from pathlib import Path
 from test_cli import LOCK_WAIT
 from test_gpu_faults_recorded import faulty_h200
 
+from signoff.results import load as load_results
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,7 +41,7 @@ def judged(tmp_path: Path, inv: Path, *args: str, profile="h200-2x-nvlink") -> d
                         "-p", "no:cacheprovider", *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
     assert (rd / "results.json").exists(), p.stdout + p.stderr
-    return {r["criterion"]: r for r in json.loads((rd / "results.json").read_text())["results"]}
+    return {r["criterion"]: r for r in load_results(rd / "results.json")["results"]}
 
 
 # A recorded machine up for ten days: its log carries its own boot time, so the result never
@@ -182,7 +184,7 @@ def test_error_counters_run_after_every_other_check(tmp_path):
                     "--profile", "h200-2x-nvlink", "--report-dir", str(rd), "-p", "no:cacheprovider",
                     "-k", "error_counters or gpu_model or version_parity", *LOCK_WAIT],
                    cwd=ROOT, capture_output=True, text=True, timeout=300)
-    order = [r["criterion"] for r in json.loads((rd / "results.json").read_text())["results"]]
+    order = [r["criterion"] for r in load_results(rd / "results.json")["results"]]
     assert order[-1] == "error_counters" and {"gpu_model", "version_parity"} <= set(order), order
 
 

@@ -14,6 +14,7 @@ import pytest
 from lab import Lab
 
 from signoff import results as results_log
+from signoff.results import load as load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
@@ -43,7 +44,7 @@ def accept(tmp_path, *args, timeout=300, env=None, prefix=()):
                         "-p", "no:cacheprovider", *args],
                        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                        env={**os.environ, **(env or {})})
-    results = json.loads((rd / "results.json").read_text()) if (rd / "results.json").exists() else None
+    results = load_results(rd / "results.json") if (rd / "results.json").exists() else None
     # Lab hosts share this filesystem: no host's per-run temp dir may survive the run.
     left = [f["workdir"] for f in (results or {}).get("hosts", {}).values()
             if "workdir" in f and os.path.exists(f["workdir"])]
@@ -209,7 +210,7 @@ def test_interrupted_run_keeps_results_and_leaves_nothing(lab, tmp_path):
         time.sleep(0.3)
     p.send_signal(signal.SIGINT)
     p.wait(timeout=60)
-    res = json.loads((rd / "results.json").read_text())
+    res = load_results(rd / "results.json")
     assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"]
     assert any(r["host"] == "lab1" and r["status"] in ("PASS", "N.A.") for r in res["results"])
     assert res["hosts"]["lab1"]["python"]
@@ -232,7 +233,7 @@ def test_ssh_config_alias_and_hostlist(lab, tmp_path):
                         "--report-dir", str(rd), "-p", "no:cacheprovider"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "HOME": str(home)})
-    res = json.loads((rd / "results.json").read_text())
+    res = load_results(rd / "results.json")
     assert p.returncode == 0, p.stdout
     assert {r["host"] for r in res["results"]} == {"node01", "node02"}
     assert res["hosts"]["node01"]["python"] and res["verdict"] == "PASS"
@@ -303,7 +304,7 @@ def test_ctrl_c_twice_writes_the_reports_and_cleans_up_within_seconds(lab, tmp_p
         p.kill()
     took = time.monotonic() - second
     assert took < 15, f"exited {took:.0f} s after the second Ctrl-C\n{out}"
-    res = json.loads((rd / "results.json").read_text())
+    res = load_results(rd / "results.json")
     assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"], out
     assert (rd / "report.html").exists() and (rd / "junit.xml").exists(), out
     assert "Sign-off verdict" in (rd / "report.html").read_text()
@@ -464,7 +465,7 @@ def test_lock_wait_waits_for_the_other_run_then_measures(lab, tmp_path):
         for p in (first, locals().get("second")):
             if p is not None and p.poll() is None:
                 p.kill()
-    res = json.loads((rd / "results.json").read_text())
+    res = load_results(rd / "results.json")
     assert second.returncode == 0 and res["verdict"] == "PASS", out
 
 
@@ -493,7 +494,7 @@ def test_ctrl_c_during_a_probe_in_the_main_thread_stops_at_once(lab, tmp_path):
     finally:
         p.kill()
     assert time.monotonic() - t0 < 15, f"exited {time.monotonic() - t0:.0f} s after Ctrl-C\n{out}"
-    res = json.loads((rd / "results.json").read_text())
+    res = load_results(rd / "results.json")
     assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"], out
     assert not _running(marker), "probe still running"
     assert not os.path.exists(res["hosts"]["lab1"]["workdir"])

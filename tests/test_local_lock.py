@@ -4,7 +4,6 @@ machine: their helpers wait for it (--lock-wait), never ERROR "in use by another
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -17,6 +16,7 @@ import test_local_python
 
 from signoff.fleet import Fleet
 from signoff.inventory import local_inventory
+from signoff.results import load as load_results
 
 HOLD_S = 5
 
@@ -43,7 +43,7 @@ def refused(results: list[dict]) -> list[str]:
 def test_cli_run_waits_for_the_local_lock(tmp_path):
     with local_lock_held():
         p = test_cli.run("-k", "version", "--partial", "--profile", "local", "--report-dir", str(tmp_path))
-    res = json.loads((tmp_path / "results.json").read_text())
+    res = load_results(tmp_path / "results.json")
     assert res["results"] and refused(res["results"]) == [], p.stdout
 
 
@@ -73,7 +73,7 @@ def test_a_locked_host_under_profile_auto_names_the_lock_holder_in_every_check(t
                      "--report-dir", str(tmp_path))
     finally:
         other.close()
-    msgs = [r["message"] for r in json.loads((tmp_path / "results.json").read_text())["results"]]
+    msgs = [r["message"] for r in load_results(tmp_path / "results.json")["results"]]
     assert msgs and all("in use by another signoff run: run 20261201T000000Z-other-1 by " in m
                         and "--lock-wait waits for it" in m for m in msgs), msgs
 

@@ -3,12 +3,13 @@ PATH), never in the controller's venv; the controller itself needs no torch."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 from test_cli import LOCK_WAIT
+
+from signoff.results import load as load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: another interpreter, without torch
@@ -24,7 +25,7 @@ def accept_locally(tmp_path: Path, *args: str, path: str = "/usr/bin:/bin"):
                         "-p", "no:cacheprovider", *LOCK_WAIT, *args],
                        cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={"PATH": path, "HOME": str(tmp_path)})
-    res = json.loads((rd / "results.json").read_text()) if (rd / "results.json").exists() else None
+    res = load_results(rd / "results.json") if (rd / "results.json").exists() else None
     return p, res
 
 

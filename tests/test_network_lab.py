@@ -4,7 +4,6 @@ ib_write_bw through a fake (no InfiniBand card here)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -18,6 +17,7 @@ from test_lab_acceptance import ROOT, accept, by_key, leftovers
 
 from signoff import inventory as inv_mod
 from signoff.fleet import Fleet, ProbeError
+from signoff.results import load as load_results
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 LAB = str(ROOT / "tests" / "profiles" / "lab.yaml")
@@ -200,7 +200,7 @@ def test_ctrl_c_during_a_hung_multinode_allreduce_ends_the_run_within_seconds(la
         p.kill()
         p.wait()
     assert took < 20, f"exited {took:.0f} s after Ctrl-C\n{out}"
-    res = json.loads((rd / "results.json").read_text())
+    res = load_results(rd / "results.json")
     assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"], out
     assert (rd / "report.html").exists() and (rd / "junit.xml").exists(), out
     left = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout

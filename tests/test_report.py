@@ -11,6 +11,7 @@ from pathlib import Path
 
 from signoff import report
 from signoff.results import ALL
+from signoff.results import load as load_results
 from signoff.versions.report import versions_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,7 +252,7 @@ def test_network_pair_matrix_and_its_histogram_above_32_hosts():
 def test_network_on_one_host_says_why_in_a_line_without_an_empty_table():
     """The real 1x H200 run's records (reports/examples/h200-1x): no pair, no multi-node."""
     from signoff.network.report import network_section
-    doc = json.loads((ROOT / "reports" / "examples" / "h200-1x" / "results.json").read_text())
+    doc = load_results(ROOT / "reports" / "examples" / "h200-1x" / "results.json")
     got = network_section(doc["results"])
     assert "<table" not in got and "N.A.: N.A." not in got and "None" not in got, got
     assert "Host pairs: <b>N.A.</b>: one host: no pair to measure" in got

@@ -24,6 +24,8 @@ from test_classes_recorded import kernel_log, measurements, recorded, sysinfo
 from test_cli import ROOT
 from test_report_browser import CHROMIUM, VIEW, chromium, probed
 
+from signoff.results import load as load_results
+
 N, BAD = 1000, 300
 DRIVER = "570.124.06"  # the fault: an older branch's driver, below that branch's minimum
 RUN_S = 600
@@ -60,7 +62,7 @@ def run(tmp_path_factory):
     rd = tmp / "report"
     p = accept_recorded(inv, env, rd, "acceptance/test_versions.py", "--partial")
     assert (rd / "results.json").exists(), p.stdout[-3000:] + p.stderr[-3000:]
-    return p, rd, json.loads((rd / "results.json").read_text())
+    return p, rd, load_results(rd / "results.json")
 
 
 def test_a_fault_on_300_of_1000_recorded_hosts_is_one_cover_line_per_criterion(run):

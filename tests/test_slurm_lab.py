@@ -15,6 +15,8 @@ from lab import Lab
 from slurmlab import SlurmLab
 from test_lab_acceptance import ROOT, accept, by_key
 
+from signoff.results import load as load_results
+
 pytestmark = [pytest.mark.lab, pytest.mark.slurm]  # skipped without root, sshd, Slurm: conftest.py
 
 
@@ -173,7 +175,7 @@ def test_ctrl_c_scancels_every_step(slurm, tmp_path):
     r = slurm.run("salloc", "-N3", "--no-kill", "--quiet", "sh", "-c", script, timeout=240, cwd=ROOT)
     assert "steps-left:" in r.stdout, (r.stdout, r.stderr, (tmp_path / "out").read_text())
     assert r.stdout.split("steps-left:")[1].strip() == "", r.stdout  # squeue -s: none of ours
-    res = json.loads((rd / "results.json").read_text())
+    res = load_results(rd / "results.json")
     assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"]
     assert res["meta"]["launcher"]["steps"], res["meta"]["launcher"]
     assert not running(marker), "probe still running on lab2 after Ctrl-C"

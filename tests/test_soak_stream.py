@@ -23,6 +23,7 @@ from signoff import inventory
 from signoff.fleet import Fleet, HostSession
 from signoff.inventory import LOCAL, Host
 from signoff.results import Results, rebuild
+from signoff.results import load as load_results
 from signoff.soak.run import SoakRunner
 from signoff.transport import LocalTransport
 
@@ -62,7 +63,8 @@ def plan(duration, interval):
 
 
 def live(path):
-    return json.loads(path.read_text()).get("soak", {})
+    """results.json's soak section as load() reads it back (the samples from soak/<host>.jsonl)."""
+    return load_results(path).get("soak", {})
 
 
 def logged(report_dir):
@@ -136,6 +138,11 @@ def test_samples_stream_to_the_host_file_and_results_json_gets_them_at_the_end(f
     assert end["state"] == "done" and end["samples"] == 21 and end["max"]["temp"] == [60, 61]
     assert len(end["series"]) == 21 and end["series"][0]["temp"] == [40, 41]
     assert len(logged(tmp_path)["localhost"]) == 3  # starting, running, done: no more
+    # results.json points to the host's file instead of holding the samples; load() reads back
+    # exactly the ones the run kept (its last results.jsonl entry)
+    raw = json.loads((tmp_path / "results.json").read_text())["soak"]["localhost"]
+    assert "series" not in raw and raw["file"] == "soak/localhost.jsonl"
+    assert end == logged(tmp_path)["localhost"][-1]
     lines = (tmp_path / "soak" / "localhost.jsonl").read_text().splitlines()
     assert len(lines) == 1 + 21 + 1 + 1  # header, samples, event, result
     assert json.loads(lines[-1])["type"] == "result"
@@ -179,6 +186,7 @@ def test_long_soaks_keep_every_nth_sample_in_results_json(fake_probe, tmp_path):
     assert len(hs.series) == 501  # all of them for the judgement
     assert 50 <= len(end["series"]) <= 100 and end["every_nth_sample_kept"] == 8
     assert [s["t"] for s in end["series"][:2]] == [0.0, 0.016]
+    assert end == logged(tmp_path)["localhost"][-1]  # every 8th, read back from soak/localhost.jsonl
 
 
 # ------------------------------------------------ runner, SSH lab: all hosts at once, interrupted

@@ -4,15 +4,15 @@ P2P checks are (before: FAIL "storage not measured", a judgement of storage it n
 
 from __future__ import annotations
 
-import json
-
 from test_cli import run
+
+from signoff.results import load as load_results
 
 
 def test_gpu_less_host_under_a_gpu_profile_is_not_run_naming_the_guard(tmp_path):
     p = run("-k", "storage_read_seq or storage_read_small or gpu_count", "--profile", "h200-1x",
             "--partial", "--lock-wait", "300", "--report-dir", str(tmp_path))
-    res = {r["criterion"]: r for r in json.loads((tmp_path / "results.json").read_text())["results"]}
+    res = {r["criterion"]: r for r in load_results(tmp_path / "results.json")["results"]}
     assert res["gpu_count"]["status"] == "FAIL", p.stdout  # the class check says it loudly
     for crit in ("storage_read_seq", "storage_read_small"):
         assert res[crit]["status"] == "NOT RUN", res[crit]

@@ -5,7 +5,6 @@ a filesystem out of inodes, and Ctrl-C in the middle of a read."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from test_lab_acceptance import ROOT, _only, accept, by_key
 from test_storage import marked, snapshot
 
 from signoff.hostlist import fold
+from signoff.results import load as load_results
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 
@@ -358,7 +358,7 @@ def test_ctrl_c_during_the_read_leaves_no_files_and_no_probe(env, tmp_path):
     assert runid and _readers(runid), "the storage read never started"
     p.send_signal(signal.SIGINT)
     p.wait(timeout=60)
-    res = json.loads((rd / "results.json").read_text())
+    res = load_results(rd / "results.json")
     assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"]
     assert marked(shared) == [], "test files left behind"
     assert _readers(runid) == [], "storage probe still running after Ctrl-C"

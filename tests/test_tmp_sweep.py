@@ -4,7 +4,6 @@ the sweep is bounded and says so, and the run's own dir is gone at the end."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from test_cli import LOCK_WAIT, ROOT
 
 from signoff.fleet import SWEEP_MAX, HostSession, ProbeError
 from signoff.inventory import LOCAL, Host
+from signoff.results import load as load_results
 from signoff.transport import LocalTransport
 
 DEAD = 4_194_304 + 1  # above any pid_max: no process has it
@@ -30,7 +30,7 @@ def test_a_host_with_more_stale_dirs_than_the_sweep_lists_runs_its_checks(tmp_pa
                         "-k", "version_parity or host_unique", "--report-dir", str(rd), "-p",
                         "no:cacheprovider", *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True,
                        timeout=300, env={**os.environ, "SIGNOFF_TMPDIR": str(tmp)})
-    doc = json.loads((rd / "results.json").read_text())
+    doc = load_results(rd / "results.json")
     assert {r["status"] for r in doc["results"]} <= {"PASS", "N.A."}, p.stdout  # it ran its checks
     said = doc["leftovers"]["localhost"]
     assert len(said) == SWEEP_MAX + 1, said
@@ -48,7 +48,7 @@ def test_a_temp_dir_that_cannot_be_made_names_its_own_cause(tmp_path):
                     "-k", "version_parity", "--report-dir", str(rd), "-p", "no:cacheprovider", *LOCK_WAIT],
                    cwd=ROOT, capture_output=True, text=True, timeout=300,
                    env={**os.environ, "SIGNOFF_TMPDIR": str(ro / "missing")})
-    r = json.loads((rd / "results.json").read_text())["results"][0]
+    r = load_results(rd / "results.json")["results"][0]
     assert r["status"] == "ERROR" and "cannot create a temp dir in /tmp (exit 1): mktemp: " in r["message"], r
     assert "No such file or directory" in r["message"], r["message"]
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from test_cli import LOCK_WAIT
 from test_gpu_faults_recorded import RECORDED, recorded_inventory
 
+from signoff.results import load as load_results
+
 ROOT = Path(__file__).resolve().parent.parent
 DNS = "unreachable: DNS: cannot resolve"
 
@@ -23,7 +25,7 @@ def accept(tmp_path: Path, inv: Path, *args: str) -> tuple[subprocess.CompletedP
     p = subprocess.run([sys.executable, "-m", "pytest", *args, "--inventory", str(inv), "--report-dir",
                         str(rd), "-p", "no:cacheprovider", *LOCK_WAIT], cwd=ROOT, capture_output=True,
                        text=True, timeout=300)
-    return p, json.loads((rd / "results.json").read_text())
+    return p, load_results(rd / "results.json")
 
 
 def test_no_host_answering_ends_the_run_at_fleet_start_with_a_line_per_cause(tmp_path):

@@ -17,6 +17,7 @@ from test_health_recorded import ROOT, judged, recorded_facts, recorded_host, sy
 
 from signoff import InputError, profiles
 from signoff.gpu import judge
+from signoff.results import load as load_results
 
 CLOCK = 1_764_633_600.0  # the recorded host's clock when the run began (sysinfo's "clock")
 BOOTED = "2025-12-01T23:59:00Z"  # CLOCK - 60 s
@@ -60,7 +61,7 @@ def test_fresh_node_passes_xid_history_stating_what_its_log_covers(tmp_path):
                         "--partial", "--inventory", str(inv), "--profile", "h200-2x-nvlink",
                         "--report-dir", str(rd), "-p", "no:cacheprovider",
                         *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    r = {x["criterion"]: x for x in json.loads((rd / "results.json").read_text())["results"]}["xid_history"]
+    r = {x["criterion"]: x for x in load_results(rd / "results.json")["results"]}["xid_history"]
     assert r["status"] == "PASS", r
     said = f"covers 1 min: node booted at {BOOTED}; recorded log {tmp_path / 'kern.log'} starts there"
     assert r["details"]["covers"] == said and said in r["message"] + r["note"], r
@@ -122,7 +123,7 @@ def test_no_xid_during_the_run_passes_and_is_read_after_every_other_check(tmp_pa
                     "--profile", "h200-2x-nvlink", "--report-dir", str(rd), "-p", "no:cacheprovider",
                     "-k", "xid_during_run or gpu_model or xid_history", *LOCK_WAIT],
                    cwd=ROOT, capture_output=True, text=True, timeout=300)
-    res = json.loads((rd / "results.json").read_text())["results"]
+    res = load_results(rd / "results.json")["results"]
     assert [r["criterion"] for r in res][-1] == "xid_during_run", res
     r = {x["criterion"]: x for x in res}
     assert r["xid_during_run"]["status"] == "PASS" and r["xid_during_run"]["measured"] == 0, r

@@ -108,6 +108,27 @@ def replay(report_dir: Path, name: str, live: dict, keep: int = 900) -> dict:
     return hs.live(plan, series=True, file=live.get("file"))
 
 
+def kept_samples(report_dir: Path, live: dict) -> list[dict]:
+    """The samples a finished soak's entry kept (HostSoak.take: the first `samples` of the
+    stream, every `every_nth_sample_kept`-th from the first), from its file: results.json
+    leaves them out (soak.bound). [] where the file cannot be read."""
+    samples, started = [], False
+    try:
+        lines = (Path(report_dir) / live["file"]).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the line a kill cut short
+        kind = msg.get("type") if isinstance(msg, dict) else None
+        started = started or kind == "header"
+        if kind == "sample" and started:
+            samples.append(msg)
+    return samples[:live.get("samples", len(samples))][::max(1, live.get("every_nth_sample_kept") or 1)]
+
+
 class SoakRunner:
     def __init__(self, fleet, plan: dict, report_dir: Path | None = None, results=None,
                  startup_s: float = 180, keep: int = 900, probe: str = "soak"):
