@@ -2,7 +2,13 @@
 
 pytest's own JUnit writer sees pytest outcomes: it files an ERROR (could not measure) under
 <failure> and NOT RUN under <skipped>, which CI counts as fine. Here NOT RUN and ERROR are
-<error>, FAIL is <failure>, only N.A. is <skipped>, and one more testcase carries the verdict."""
+<error>, FAIL is <failure>, only N.A. is <skipped>, and one more testcase carries the verdict.
+
+Bounded like results.json (45,000 testcases at 1,000 hosts x the sheet): one testcase a line; a
+criterion's `expected`, `unit` and `source`, alike on most of its testcases, are the suite's
+properties `expected:<criterion>` (etc.), stated once, and only a testcase that differs carries
+its own; `host` only where the name's [host] does not say it; an N.A.'s reason is the
+<skipped> message alone (a FAIL's or ERROR's message is also the element's text)."""
 
 from __future__ import annotations
 
@@ -23,19 +29,42 @@ def xml_text(value) -> str:
     return NOT_XML.sub("\ufffd", ANSI.sub("", str(value)))
 
 
-def _props(parent, items: dict) -> None:
-    props = ET.SubElement(parent, "properties")
-    for k, v in items.items():
-        if v not in (None, ""):
-            ET.SubElement(props, "property", name=k, value=xml_text(v))
+def _props(parent, items: dict, tail: str | None = None) -> None:
+    items = {k: v for k, v in items.items() if v not in (None, "")}
+    if items:
+        props = ET.SubElement(parent, "properties")
+        props.text = props.tail = tail
+        for k, v in items.items():
+            ET.SubElement(props, "property", name=k, value=xml_text(v)).tail = tail
+
+
+SHARED = ("expected", "unit", "source")  # a criterion's, stated once on the suite where alike
 
 
 def _case(suite, classname: str, name: str, status: str, message: str, seconds: float, props: dict):
     case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}")
-    _props(case, {"signoff_status": status, **props})
+    case.tail = "\n"
+    _props(case, props)
     if status in ELEMENT:
         el = ET.SubElement(case, ELEMENT[status], type=status, message=xml_text(message[:2000]))
-        el.text = xml_text(message)
+        if status != "N.A." or len(message) > 2000:
+            el.text = xml_text(message)
+
+
+def shared(records: list[dict]) -> dict[str, dict]:
+    """{criterion: {key: value}} for each of SHARED that most of a criterion's records (2 or
+    more) state alike: the suite says it once, those testcases leave it out."""
+    seen: dict[tuple, Counter] = {}
+    for r in records:
+        for k in SHARED:
+            if r.get(k) not in (None, ""):
+                seen.setdefault((r.get("criterion"), k), Counter())[str(r[k])] += 1
+    out: dict[str, dict] = {}
+    for (crit, k), values in seen.items():
+        value, n = values.most_common(1)[0]
+        if crit is not None and n > 1:
+            out.setdefault(crit, {})[k] = value
+    return out
 
 
 def _attempts(r: dict) -> dict:
@@ -61,15 +90,21 @@ def write(path: Path, doc: dict) -> None:
                           skipped=str(counts["N.A."]),
                           timestamp=str(meta.get("started", "")),
                           time=f"{sum(r.get('duration_s', 0) for r in records):.3f}")
+    once = shared(records)
     _props(suite, {"verdict": verdict, "profile": meta.get("profile"),
                    "profile_class": meta.get("profile_class"), "partial": meta.get("partial"),
-                   "exit_code": meta.get("exit_code"), "exit_reason": meta.get("exit_reason")})
+                   "exit_code": meta.get("exit_code"), "exit_reason": meta.get("exit_reason"),
+                   **{f"{k}:{crit}": v for crit, said in sorted(once.items()) for k, v in said.items()}},
+           "\n")
+    suite.text = "\n"
     for r in records:
         module, _, name = r["test"].partition("::")
+        said = once.get(r.get("criterion"), {})
+        own = {k: r.get(k) for k in SHARED if str(r.get(k)) != said.get(k)}
         _case(suite, module.removesuffix(".py").replace("/", "."), name, r["status"],
               r.get("message") or "", r.get("duration_s", 0.0),
-              {"host": r["host"], "measured": r.get("measured"), "expected": r.get("expected"),
-               "unit": r.get("unit"), "source": r.get("source"), **_attempts(r)})
+              {**({} if name.endswith(f"[{r['host']}]") else {"host": r["host"]}),
+               "measured": r.get("measured"), **own, **_attempts(r)})
     # CI jobs that only count testcases must still see a partial or failed sign-off; an ERROR
     # verdict (could not measure) is an <error>, as its checks are, not a <failure> of the hardware.
     why = meta.get("partial") or ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
@@ -80,7 +115,7 @@ def write(path: Path, doc: dict) -> None:
                 + (" (--fail-on-regression: the run fails)" if failed_on else ""))
         _case(suite, "signoff", "baseline", "FAIL" if failed_on else "PASS", text, 0.0,
               {"regressions": regressed, "warnings": "; ".join(base.get("warnings") or [])})
-    ET.indent(root)
+    root.text = "\n"
     tmp = Path(f"{path}.tmp{os.getpid()}")
     ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
     os.replace(tmp, path)
