@@ -1,8 +1,8 @@
 import pytest
 
 from signoff.check import class_guard, not_applicable
+from signoff.fixtures import HostView
 from signoff.fleet import ProbeError
-from signoff.plugin import HostView
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ import pytest
 
 from signoff import cotenants, outlier, retry
 from signoff.check import not_applicable
+from signoff.fixtures import selected_hosts
 from signoff.fleet import ProbeError
 from signoff.network import judge as net
 from signoff.network.plugin import node_bounds
-from signoff.plugin import selected_hosts
 from signoff.units import parse_size
 
 RULE = "signoff acceptance rule"

@@ -73,6 +73,7 @@ def configured(argv: list[str], work):
     import pytest
 
     from signoff import plugin, pytest_adapter
+    from signoff.state import STATE
     if any(a == "--report-dir" or a.startswith("--report-dir=") for a in argv):
         raise InputError("--report-dir: plan and clean write no report")
 
@@ -81,7 +82,7 @@ def configured(argv: list[str], work):
             plugin.pytest_configure(config)
         except pytest.UsageError as exc:
             raise InputError(str(exc)) from None
-        state = config.stash[plugin.STATE]
+        state = config.stash[STATE]
         if state.report_dir is not None:  # the plugin took it for a run after all: say so, loudly
             raise RuntimeError(f"signoff plan made a report directory {state.report_dir}: a bug")
         return work(config, state)

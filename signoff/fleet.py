@@ -503,7 +503,7 @@ class Fleet:
         The first call of a family first waits for every other family's measurements to end
         (families never overlap on a host: an all-reduce would distort a storage read), then
         starts measure(h) for every h in `hosts` (those with a selected check of the family:
-        signoff.plugin.selected_hosts), at most max_parallel at once. Each call waits for its own
+        signoff.fixtures.selected_hosts), at most max_parallel at once. Each call waits for its own
         host only; what measure(h) raised (HostUnreachable, ProbeError, a pytest outcome) is
         raised again for h's checks alone, and never measured twice. A host not in `hosts` is
         measured on demand. While it waits, self.progress(line, final) gets the phase's

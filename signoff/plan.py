@@ -101,7 +101,7 @@ def auto_pick(config, state) -> tuple[profiles.Profile, dict[str, str]]:
     """What --profile auto picks on these hosts, and why each host that did not answer did not:
     their sysinfo (the run's first step: lock, temp dir, sysinfo probe, cleanup), then the
     plugin's own vote."""
-    from signoff import plugin, slurm
+    from signoff import fixtures, slurm
     from signoff.fleet import Fleet
     job = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
     fleet = Fleet(state.inventory, config.getoption("accept_new_host_keys"),
@@ -110,7 +110,7 @@ def auto_pick(config, state) -> tuple[profiles.Profile, dict[str, str]]:
                   max_parallel=config.getoption("max_parallel"), slurm=job)
     try:
         fleet.start()
-        prof = plugin.pick_profile(state, fleet)  # the run's own vote
+        prof = fixtures.pick_profile(state, fleet)  # the run's own vote
         return prof, {n: str(e) for n, e in fleet.all_facts().items() if isinstance(e, Exception)}
     finally:
         fleet.close()
@@ -123,10 +123,10 @@ def _estimates(config, prof, picked: set[str], cols: dict, pairs: list) -> list[
 
 
 def text(config, state, targets: list[Path], contact: bool = True) -> str:
-    from signoff import plugin
+    from signoff import fixtures
     inv = state.inventory
     names = [h.name for h in inv.hosts]
-    cases = plugin.parametrized(config)
+    cases = fixtures.parametrized(config)
     cols = {f: [i for _, i in c] for f, c in cases.items()}
     everything = catalog.checks(params=tuple(cols))
     files = {p.stem.removeprefix("test_") for p in targets if p.is_file()}  # --only's files

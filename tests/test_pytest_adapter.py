@@ -46,7 +46,7 @@ def test_parsed_says_a_bad_option_in_argparses_words():
 CONFTEST = '''
 import pytest
 from signoff import pytest_adapter
-from signoff.plugin import ROW, Terminal
+from signoff.terminal import ROW, Terminal
 
 @pytest.fixture
 def say(pytestconfig):

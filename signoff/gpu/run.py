@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from signoff.plugin import HostView, selected_hosts
+from signoff.fixtures import HostView, selected_hosts
 
 # the checks whose hosts each measurement takes at once
 SDC_TESTS = ("test_sdc",)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from signoff.fixtures import HostView, selected_hosts
 from signoff.interconnect import report
 from signoff.interconnect.run import MEASURES
-from signoff.plugin import HostView, selected_hosts
 
 
 @pytest.fixture(scope="session")

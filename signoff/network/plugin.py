@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from signoff import InputError
+from signoff.fixtures import HostView
 from signoff.fleet import ProbeError
 from signoff.network import report
 from signoff.network.judge import (
@@ -17,7 +18,6 @@ from signoff.network.judge import (
 )
 from signoff.network.report import network_section
 from signoff.network.run import Network
-from signoff.plugin import HostView
 
 NET_PORT = 29400  # the first of two: PORTS below
 PORTS = (1024, 65533)  # unprivileged, and room for the next one (the probes use port and port + 1)
@@ -89,7 +89,7 @@ def pytest_signoff_parametrize(config, inventory):
 
 
 def pytest_report_header(config):
-    from signoff.plugin import STATE
+    from signoff.state import STATE
     if STATE in config.stash and config.getoption("net_pairs") == "all":
         st = config.stash[STATE]
         return [all_pairs_plan(config, len(st.inventory.hosts), st.profile)[0]]
@@ -134,7 +134,7 @@ def network(pytestconfig, fleet) -> Network:
 
 @pytest.fixture(scope="session")
 def pairs(pytestconfig) -> list[tuple[str, str]]:
-    from signoff.plugin import STATE
+    from signoff.state import STATE
     return host_pairs(pytestconfig, pytestconfig.stash[STATE].inventory)
 
 

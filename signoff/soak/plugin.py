@@ -7,12 +7,14 @@ import pytest
 
 from signoff import InputError
 from signoff.check import class_guard
+from signoff.fixtures import HostView, selected_hosts
 from signoff.fleet import ProbeError
-from signoff.plugin import STATE, HostView, Terminal, selected_hosts
 from signoff.profiles import matches
 from signoff.soak import CRITERIA, report
 from signoff.soak import judge as soak
 from signoff.soak.run import SoakRunner
+from signoff.state import STATE
+from signoff.terminal import Terminal
 
 # acceptance/test_soak.py: one test per criterion; test_health.py's thermal margin judges the soak too
 TESTS = tuple(f"test_{c}" for c in CRITERIA) + ("test_thermal_margin",)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from signoff.plugin import HostView, selected_hosts
+from signoff.fixtures import HostView, selected_hosts
 from signoff.training.report import methodology, training_section
 from signoff.training.run import MEASURES
 

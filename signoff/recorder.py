@@ -1,0 +1,380 @@
+"""Every check's status (PASS, FAIL, ERROR, N.A., NOT RUN) and the run's outputs: results.json,
+junit.xml, report.md, the HTML report's sections, the terminal's signoff section and the exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import Counter
+from html import escape
+from pathlib import Path
+
+import pytest
+
+from signoff import baseline, junit, pytest_adapter, report, retry, sheet
+from signoff.check import NA_PREFIX
+from signoff.fixtures import parametrized
+from signoff.report import FOLDED
+from signoff.report import status_class as report_status_class
+from signoff.results import STATUSES, not_reported, split_nodeid, verdict_text, worse
+from signoff.state import OUR_ERRORS, ROOT, STATE, State
+from signoff.terminal import ROW
+
+
+def _status(rep, call) -> tuple[str, str]:
+    if rep.passed:
+        return "PASS", ""
+    if rep.skipped:
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        return ("N.A." if reason.startswith(NA_PREFIX) else "NOT RUN"), reason
+    exc = call.excinfo
+    # an explicit judgement (assert / pytest.fail), also from a fixture, is a FAIL
+    if exc.errisinstance((AssertionError, pytest.fail.Exception)):
+        return "FAIL", str(exc.value)
+    return "ERROR", str(exc.value) if exc.errisinstance(OUR_ERRORS) else exc.exconly()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """A check of a host that did not answer at fleet start ERRORs with that host's own cause
+    (DNS, refused, auth, its lock), whatever fixture failed first: pytest sets the session's
+    fixtures up before the check's `host`, so a profile that --profile auto could not pick
+    from the hosts that answered would otherwise speak for an unreachable host."""
+    try:
+        return (yield)
+    except pytest.exit.Exception:  # an Exception too: the run stopping (no host answered)
+        raise
+    except Exception as exc:
+        own = _own_cause(item)
+        if own is None or own is exc:
+            raise
+        raise own from None
+
+
+def _own_cause(item) -> Exception | None:
+    """What the fleet's start raised for this check's host (None: it answered, or no host)."""
+    state = item.config.stash.get(STATE, None)
+    spec = getattr(item, "callspec", None)
+    name = spec.params.get("host") if spec else None
+    if state is None or state.fleet is None or name not in state.fleet.sessions:
+        return None
+    got = state.fleet.all_facts().get(name)
+    return got if isinstance(got, Exception) else None
+
+
+PHASES = pytest.StashKey[tuple]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = (yield).get_result()
+    status, message = _status(rep, call)
+    exc = call.excinfo.value if call.excinfo is not None else None
+    tries, stderr = getattr(exc, "attempts", None), getattr(exc, "stderr", None)
+    if (tries or stderr) and not any(k == "signoff" for k, _ in item.user_properties):
+        # what broke keeps the figures measured before it and its probe's own last words
+        kept = ("signoff", {"measured": None, "expected": "", "unit": "", "source": "", "details": {
+            **({"attempts": tries, "spread_pct": retry.spread_pct(tries)} if tries else {}),
+            **({"stderr": stderr[-4000:]} if stderr else {})}})
+        item.user_properties.append(kept)
+        rep.user_properties.append(kept)
+    if call.excinfo is not None and call.excinfo.errisinstance(OUR_ERRORS):
+        rep.longrepr = message  # the cause, not a traceback through our plumbing
+    # The worst phase is the check's status, stated once, on the teardown report: a status
+    # per phase let JUnit consumers read the (passing) teardown's as the check's.
+    prev = item.stash.get(PHASES, None)
+    if prev is None or worse(prev[0], status) != prev[0]:
+        if prev and prev[0] != "PASS":  # e.g. a FAIL, then a teardown ERROR: keep both reasons
+            message = f"{message} (before that, {prev[0]}: {prev[1]})"
+        item.stash[PHASES] = (status, message)
+    if rep.when == "teardown":
+        rep.user_properties.append(("signoff_status", list(item.stash[PHASES])))
+        rep.signoff_status = item.stash[PHASES][0]  # pytest's letter, word and count (Recorder)
+
+
+class Recorder:
+    """Controller-side: turns reports into results.json records and report sections.
+    Registered only on the controller (never on xdist workers) of an acceptance run."""
+
+    def __init__(self, state: State, config):
+        self.state, self.config = state, config
+        self.selected: list[str] = []
+        self.deselected = 0
+        self.final: dict[str, str] = {}  # nodeid -> status, for the HTML rows
+        self.local = {h.name: h.local for h in state.inventory.hosts}
+        self.outcomes: dict[str, list] = {}  # pytest's own categories of the reports: see _lend
+        self.summing = False  # pytest's closing sections are being written (pytest_report_teststatus)
+
+    def launcher(self, host: str) -> str:
+        """What ran this check's host commands (the report's methodology says it per check)."""
+        if self.state.job:
+            return "srun"
+        return "local" if self.local.get(host, all(self.local.values())) else "ssh"
+
+    def pytest_report_header(self, config):
+        meta = self.state.results.doc["meta"]
+        return [f"signoff: {report.probe_env_text(meta)}"] if meta.get("probe_env") else []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item, call):
+        """A check that raised our own error (a host's cause, a profile's gap) is reported with
+        that message alone: pytest's traceback of it would show our plumbing, and costs a parse
+        of the source per check (~50 ms: minutes on 1,000 hosts that ERROR alike)."""
+        if call.excinfo is None or not call.excinfo.errisinstance(OUR_ERRORS):
+            return None
+        rep = pytest.TestReport.from_item_and_call(item, pytest.CallInfo.from_call(lambda: None, call.when))
+        rep.outcome, rep.longrepr = "failed", str(call.excinfo.value)
+        rep.duration, rep.start, rep.stop = call.duration, call.start, call.stop
+        return rep
+
+    # pytest's progress letter, -v word and closing count of a check, in signoff's statuses
+    LETTERS = {"PASS": (".", "green"), "FAIL": ("F", "red"), "ERROR": ("E", "red"),
+               "N.A.": ("-", "yellow"), "NOT RUN": ("n", "yellow")}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report, config):
+        """A check is counted once, on its teardown report, with its status (the worst phase's):
+        pytest counts phases by its own outcomes, so an ERROR read "failed" (or "error" plus
+        "passed"), N.A. and NOT RUN "skipped". Its -r lines (self.summing) name the status too."""
+        if not isinstance(report, pytest.TestReport):
+            return None
+        if self.summing:
+            status = self.final.get(report.nodeid)
+            if status is None:  # a check cut short before its teardown: pytest's own word
+                return None
+        elif (status := getattr(report, "signoff_status", None)) is None:
+            return "", "", ""  # setup and call: the teardown report speaks for the check
+        letter, colour = self.LETTERS[status]
+        return status, letter, (status, {colour: True})
+
+    def pytest_deselected(self, items):
+        self.deselected += len(items)
+
+    def pytest_collection_finish(self, session):
+        self.selected = [i.nodeid for i in session.items]
+        self.state.results.select(self.selected)  # a rebuild after SIGKILL marks the rest NOT RUN
+
+    def stopped(self, messages: dict[str, str]) -> None:
+        """Checks that will not run because the run stops before them (no host answered):
+        each recorded ERROR with why, its host's own cause, never NOT RUN without one."""
+        for nid, message in messages.items():
+            criterion, host = split_nodeid(nid)
+            self.state.results.add({"test": nid, "criterion": criterion, "host": host, "status": "ERROR",
+                                    "launcher": self.launcher(host), "message": message,
+                                    "duration_s": 0.0})
+
+    def partial(self, records: list[dict]) -> str | None:
+        """Why this run is not the whole sign-off sheet, if it is not: every check of
+        acceptance/ for every host it applies to must have been judged, whatever the flags."""
+        cols = {f: [i for _, i in cases] for f, cases in parametrized(self.config).items()}
+        judged = {(r["criterion"], r["host"]) for r in records}
+        missing = [e for e in sheet.expected(ROOT / "acceptance", cols) if e not in judged]
+        if not missing:
+            return None
+        self.state.results.set_meta(not_judged=[f"{c}[{h}]" for c, h in missing])
+        checks = list(dict.fromkeys(c for c, _ in missing))
+        return (f"{len(missing)} checks of the sign-off sheet not judged ("
+                + ", ".join(checks[:8]) + (f" and {len(checks) - 8} more" if len(checks) > 8 else "")
+                + ")" + (f"; {self.deselected} deselected" if self.deselected else ""))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report):
+        row = self.config.stash.get(ROW, None)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if row is not None and tr is not None and tr.verbosity <= 0:
+            # our lines (a measuring phase's progress) broke pytest's row of letters: its file's
+            # name again, so the next "." is not an orphan line (lines said together stay so)
+            del self.config.stash[ROW]
+            pytest_adapter.resume_row(tr, row)
+        st, nid = self.state, report.nodeid
+        kind = (("error" if report.failed else "skipped" if report.skipped else "")
+                if report.when in ("setup", "teardown") else report.outcome)  # as _pytest.runner's
+        if kind:
+            self.outcomes.setdefault(kind, []).append(report)
+        st.duration[nid] = st.duration.get(nid, 0.0) + (report.duration or 0.0)
+        for key, val in report.user_properties:
+            if key == "signoff_status":
+                st.status[nid], st.messages[nid] = val
+            elif key == "signoff":
+                st.measured[nid] = val
+        if report.when == "teardown":
+            criterion, host = split_nodeid(nid)
+            self.final[nid] = st.status.pop(nid, "NOT RUN")
+            st.results.add({"test": nid, "criterion": criterion, "host": host,
+                            "status": self.final[nid], "launcher": self.launcher(host),
+                            "message": st.messages.pop(nid, ""),
+                            "duration_s": round(st.duration.pop(nid), 3),
+                            **st.measured.pop(nid, {})})
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        st = self.state
+        for f in sorted((st.report_dir / "hosts").glob("*.json")):  # facts from xdist workers
+            if f.stem not in st.results.doc["hosts"]:
+                st.results.set_host(f.stem, json.loads(f.read_text()))
+        if st.slurm:  # on Ctrl-C before the fleet's teardown: the steps so far
+            st.results.set_meta(launcher=st.slurm.meta())
+        # a crashed worker or a second Ctrl-C: never silently absent
+        for rec in not_reported(st.results.doc["results"], self.selected,
+                                "the check did not report a result"):
+            st.results.add(rec)
+        if st.base is not None:
+            where = report.shown_path(Path(self.config.getoption("baseline")).resolve().parent)
+            name = f"run {(st.base.get('meta') or {}).get('run')} ({where})"
+            tol = baseline.tolerances(st.tolerance, st.profile)
+            st.results.set_meta(baseline=baseline.compare(st.results.doc, st.base, tol, name))
+        # a crash (pytest's internal error) is no more a sign-off than a Ctrl-C
+        cut = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        st.results.finish(interrupted=cut or st.interrupts > 0,
+                          partial=self.partial(st.results.doc["results"]),
+                          allow_partial=self.config.getoption("partial"),
+                          fail_on_regression=self.config.getoption("fail_on_regression"),
+                          usage_error=exitstatus == pytest.ExitCode.USAGE_ERROR)  # e.g. a bad -k
+        junit.write(st.report_dir / "junit.xml", st.results.doc)
+        (st.report_dir / "report.md").write_text(report.markdown(st.results.doc))
+        # the exit code is the verdict's (README: Exit codes), the one results.json and junit.xml
+        # state: pytest's own says 1 for an ERROR, 0 for a run of N.A. checks, 2 for a Ctrl-C
+        session.exitstatus = st.results.doc["meta"]["exit_code"]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config):
+        # --junitxml PATH: ours replaces pytest's (written before), so both files agree.
+        if config.option.xmlpath:
+            junit.write(Path(config.option.xmlpath), self.state.results.doc)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_header(self, cells):
+        cells.insert(1, "<th>Status</th>")
+        if cells and "Links" in str(cells[-1]):  # no check attaches a link: an empty column
+            cells.pop()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_row(self, report, cells):
+        # Our status (ERROR, N.A., NOT RUN) in a column of its own: pytest-html's result column
+        # (hidden, report.HIDE_PYTEST) must keep pytest's outcome, which its row filter reads: a
+        # row whose outcome it does not know is never shown.
+        status = self.final.get(report.nodeid, "")
+        if status in FOLDED and self.folded():  # in the summary's counts and distributions
+            del cells[:]  # pytest-html leaves out a row without cells
+        elif cells:
+            cells.insert(1, f'<td class="col-signoff {report_status_class(status)}">{status}</td>')
+            if "col-links" in str(cells[-1]):
+                cells.pop()
+
+    def folded(self) -> bool:
+        """Whether PASS and N.A. rows are left out of the HTML table: a run of more hosts than
+        the report's host matrix shows (each row ~0.7 KB: 1,000 hosts x the sheet ~34 MB)."""
+        return len(self.state.inventory.hosts) > report.MATRIX_MAX_HOSTS
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_html(self, report, data):
+        # A skip's log is pytest's (path, line, reason) tuple: the reason is what a reader needs.
+        if report.skipped and isinstance(report.longrepr, tuple):
+            data[:] = [escape(report.longrepr[2].removeprefix("Skipped: "))]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_metadata(self, metadata, config):
+        metadata.clear()  # pytest-html's environment table: the controller's plugins, no one's business
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix, summary, postfix, session):
+        doc, prof, hook = self.state.results.doc, self.state.profile, self.config.hook
+        # pluggy calls the last registered first: reversed, the families' own order
+        sections = hook.pytest_signoff_report_sections(doc=doc, profile=prof)[::-1]
+        methods = hook.pytest_signoff_methodology(doc=doc, profile=prof)[::-1]
+        prefix.extend([report.cover(doc["verdict"] or "INCOMPLETE", doc), report.HIDE_PYTEST,
+                       report.summary_table(doc["results"]),
+                       report.folded_note(doc["results"]) if self.folded() else "",
+                       report.notes_section(doc), report.retried_section(doc["results"]),
+                       *(f"<div class='so-section'>{s}</div>" for s in sections if s),
+                       report.methodology(doc, prof, methods),
+                       report.inventory_section(doc)])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_report_title(self, report):
+        report.title = "GPU cluster sign-off"
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        with self._lend(terminalreporter):
+            res = yield  # pytest's --tb sections and -r lines, other plugins' summaries
+        self.section(terminalreporter)  # last: right above pytest's closing counts
+        return res
+
+    @contextlib.contextmanager
+    def _lend(self, tr):
+        """pytest's --tb sections and -r lines read its own categories (failed, error, skipped,
+        passed), left empty by pytest_report_teststatus: lent to them while they are written, so
+        --tb and -r given on the command line still work; the closing counts are signoff's."""
+        saved = {k: tr.stats.get(k) for k in self.outcomes}
+        for k, reps in self.outcomes.items():
+            tr.stats[k] = [*(saved[k] or []), *reps]
+        self.summing = True
+        try:
+            yield
+        finally:
+            self.summing = False
+            for k, was in saved.items():
+                if was is None:
+                    tr.stats.pop(k, None)
+                else:
+                    tr.stats[k] = was
+            for s in STATUSES:  # the closing counts in this order, not in the order first seen
+                if s in tr.stats:
+                    tr.stats[s] = tr.stats.pop(s)
+
+    def section(self, tr) -> None:
+        doc = self.state.results.doc
+        meta = doc["meta"]
+        tr.section("signoff")
+        counts = Counter(r["status"] for r in doc["results"])
+        tr.write_line(f"verdict: {verdict_text(doc['verdict'])}  (profile {doc['meta'].get('profile')}; "
+                      + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
+        if meta.get("profile_pick"):
+            tr.write_line(f"  profile {meta['profile_pick']}")
+        if doc["meta"].get("probe_env"):
+            tr.write_line(f"  {report.probe_env_text(doc['meta'])}", yellow=True)
+        if meta.get("partial"):
+            tr.write_line(f"  {report.partial_text(meta)}", yellow=True)
+        # one line per status, checks and cause, hosts folded: as the cover (a fault on 300
+        # hosts is one line, not 300); the rest in report.md
+        groups = report.problem_groups(doc["results"])
+        for g in groups[:report.COVER_LINES]:
+            who, what, cause = report.problem_line(g)
+            tr.write_line(f"  {g['status']:5} {g['criterion']} on {who}: {what}"
+                          + (f"; likely cause: {cause}" if cause else ""))
+        if len(groups) > report.COVER_LINES:
+            tr.write_line(f"  and {len(groups) - report.COVER_LINES} more: {self.state.report_dir}/report.md")
+        self.regressions(tr, doc)
+        for line in report.host_notes(doc):
+            tr.write_line(f"  {line}", yellow=True)
+        for line in report.note_lines(doc["results"]):  # what a verdict stands on (Check.note)
+            tr.write_line(f"  note: {line}")
+        tr.write_line(f"exit code {meta.get('exit_code')}: {meta.get('exit_reason')}",
+                      **({"green": True} if meta.get("exit_code") == 0 else {"red": True}))
+        html = getattr(self.config.option, "htmlpath", None)  # none: pytest-html not loaded
+        tr.write_line((f"report: {html}  " if html else "")
+                      + f"results: {self.state.report_dir}/results.json")
+
+    def regressions(self, tr, doc: dict) -> None:
+        """--baseline in the terminal: the regressions, worst first (the rest in report.md), the
+        baseline's warnings (another class, profile, suite version, an incomplete run), the hosts
+        that came or went, and whether they fail the run (--fail-on-regression)."""
+        base = doc["meta"].get("baseline")
+        if not base:
+            return
+        regs = base.get("regressions") or []
+        tr.write_line(f"compared with {base.get('name')} ({report.tolerance_text(base)}): "
+                      + (f"{len(regs)} regression{'s' * (len(regs) != 1)}" if regs else "no regression"))
+        for x in regs[:report.COVER_LINES]:
+            tr.write_line(f"  REGRESSED {x['criterion']} on {x['host']}: {report.regression_text(x)}")
+        if len(regs) > report.COVER_LINES:
+            tr.write_line(f"  and {len(regs) - report.COVER_LINES} more: {self.state.report_dir}/report.md")
+        for line in report.baseline_notes(base):
+            tr.write_line(f"  {line}", yellow=True)
+        for kind in ("appeared", "vanished"):
+            if base.get(kind):
+                tr.write_line(f"  hosts {kind} since the baseline: {report.hosts_text(base[kind])}")
+        if report.failed_on_regression(doc):
+            tr.write_line(f"  {report.failed_on_regression(doc)}", red=True)
