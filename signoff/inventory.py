@@ -54,7 +54,9 @@ class Inventory:
     hosts: list[Host]
     known_hosts: str | None = None
     source: str = "default"
-    excluded: list[str] = field(default_factory=list)  # --exclude-hosts: left out of the run
+    # host -> why the run leaves it out (--hosts, --tags, --exclude-hosts, a Slurm node the
+    # --inventory lacks): every output names them, so no one takes them as checked
+    excluded: dict[str, str] = field(default_factory=dict)
 
 
 def select(inv: Inventory, where: str, hosts: str | None = None, tags: str | None = None,
@@ -63,13 +65,15 @@ def select(inv: Inventory, where: str, hosts: str | None = None, tags: str | Non
     in its order: those `hosts` names (a hostlist), then those that carry any of `tags`
     (TAG[,TAG]), then all but `exclude` (a hostlist; blank: none). A name or tag that `inv`
     lacks is refused naming `where` (what `inv` is): a typo must never quietly shrink a
-    sign-off, nor an exclusion leave nothing to sign off."""
-    chosen, said, excluded = list(inv.hosts), [], []
+    sign-off, nor an exclusion leave nothing to sign off. Each host of `inv` left out is in
+    the result's `excluded` with why."""
+    chosen, said, excluded = list(inv.hosts), [], {}
     if hosts is not None:
         named = set(expand(hosts))
         have = {h.name for h in inv.hosts}
         if named - have:
             raise InputError(f"--hosts {hosts}: {fold(named - have)} not in {where} ({fold(have)})")
+        excluded.update((h.name, f"not in --hosts {hosts}") for h in chosen if h.name not in named)
         chosen = [h for h in chosen if h.name in named]
         said.append(f"--hosts {hosts}")
     if tags is not None:
@@ -82,6 +86,8 @@ def select(inv: Inventory, where: str, hosts: str | None = None, tags: str | Non
             raise InputError(f"--tags {tags}: no host of {where} has tag {', '.join(unknown)} ("
                              + (f"its tags: {', '.join(known)})" if known else
                                 "its hosts have no tags: an inventory's hosts have them, tags: [...])"))
+        excluded.update((h.name, f"not tagged {tags} (its tags: {', '.join(h.tags) or 'none'})")
+                        for h in chosen if not want & set(h.tags))
         chosen = [h for h in chosen if want & set(h.tags)]
         if not chosen:  # only --hosts can leave none: each known tag is some host's
             raise InputError(f"--hosts {hosts} --tags {tags}: none of those hosts has any of those tags")
@@ -93,7 +99,7 @@ def select(inv: Inventory, where: str, hosts: str | None = None, tags: str | Non
         if outside:
             raise InputError(f"--exclude-hosts {exclude}: {fold(outside)} not among this run's hosts "
                              f"({fold(run)})")
-        excluded = [n for n in run if n in drop]
+        excluded.update((n, "excluded by --exclude-hosts") for n in run if n in drop)
         chosen = [h for h in chosen if h.name not in drop]
         if not chosen:
             raise InputError(f"--exclude-hosts {exclude} leaves no host to check (this run's hosts: "

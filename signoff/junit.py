@@ -76,7 +76,8 @@ def _attempts(r: dict) -> dict:
 
 
 def write(path: Path, doc: dict) -> None:
-    from signoff.results import verdict_text  # results imports this module
+    from signoff.report import excluded_text  # report imports results, which imports this module
+    from signoff.results import verdict_text
     records, meta = doc["results"], doc["meta"]
     counts = Counter(r["status"] for r in records)
     verdict = doc.get("verdict") or "INCOMPLETE"
@@ -94,6 +95,7 @@ def write(path: Path, doc: dict) -> None:
     _props(suite, {"verdict": verdict, "profile": meta.get("profile"),
                    "profile_class": meta.get("profile_class"), "partial": meta.get("partial"),
                    "exit_code": meta.get("exit_code"), "exit_reason": meta.get("exit_reason"),
+                   "not_checked": excluded_text(meta) if meta.get("excluded") else None,
                    **{f"{k}:{crit}": v for crit, said in sorted(once.items()) for k, v in said.items()}},
            "\n")
     suite.text = "\n"
@@ -109,7 +111,8 @@ def write(path: Path, doc: dict) -> None:
     # verdict (could not measure) is an <error>, as its checks are, not a <failure> of the hardware.
     why = meta.get("partial") or ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     _case(suite, "signoff", "verdict", verdict if verdict in ("PASS", "ERROR") else "FAIL",
-          f"sign-off verdict {verdict_text(verdict)}: {why}", 0.0, {"verdict": verdict})
+          f"sign-off verdict {verdict_text(verdict)}: {why}", 0.0,
+          {"verdict": verdict, "not_checked": excluded_text(meta) if meta.get("excluded") else None})
     if base:  # the regressions a CI page lists; a failure where they fail the run
         text = (f"{regressed} regression{'s' * (regressed != 1)} against {base.get('name')}"
                 + (" (--fail-on-regression: the run fails)" if failed_on else ""))

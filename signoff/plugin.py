@@ -54,8 +54,8 @@ def pytest_addoption(parser):
     g.addoption("--tags", default=None, metavar="TAG[,TAG]",
                 help="only the inventory's hosts that carry any of these tags (its hosts' tags:)")
     g.addoption("--exclude-hosts", default=None, metavar="RANGE",
-                help="leave these hosts out (after --hosts and --tags); results.json meta.excluded "
-                     "names them")
+                help="leave these hosts out (after --hosts and --tags); every output names the "
+                     "hosts left out and why (results.json meta.excluded)")
     g.addoption("--launcher", choices=("auto", "ssh", "slurm"), default="auto",
                 help="how host commands run: ssh (Fabric), slurm (srun steps inside this Slurm "
                      "allocation, its nodes the hosts; --hosts narrows them), auto (default): slurm "
@@ -185,11 +185,15 @@ def _slurm_inventory(config) -> inventory.Inventory:
     else:
         inv = inventory.from_hostlist(hostlist.fold(nodes), None, config.getoption("python") or "python3")
         inv.source, where = f"Slurm job {job}", f"Slurm job {job}'s nodes"
+    listed = {h.name for h in inv.hosts}
     inv, inside = _narrowed(config, inv, where), set(nodes)
     outside = [h.name for h in inv.hosts if h.name not in inside]
     if outside:
         raise InputError(f"--inventory {path}: {hostlist.fold(outside)} not in Slurm job {job}'s nodes "
                          f"({hostlist.fold(nodes)})")
+    # the allocation's nodes the inventory lacks are not judged: said, as --exclude-hosts' are
+    inv.excluded.update((n, f"in Slurm job {job}'s allocation but not in --inventory {path}")
+                        for n in nodes if n not in listed)
     return inv
 
 
@@ -290,7 +294,7 @@ def _interrupt(state: State):
 def pytest_sessionstart(session):
     state = session.config.stash.get(STATE, None)
     if state and state.results and state.inventory.excluded:  # said, so no one takes them as checked
-        state.results.set_meta(excluded=state.inventory.excluded)
+        state.results.set_meta(excluded=dict(state.inventory.excluded))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -337,6 +337,12 @@ class Recorder:
             tr.write_line(f"  {report.probe_env_text(doc['meta'])}", yellow=True)
         if meta.get("partial"):
             tr.write_line(f"  {report.partial_text(meta)}", yellow=True)
+        if meta.get("excluded"):  # hosts of the inventory or allocation this verdict says nothing of
+            n = len(meta["excluded"])
+            tr.write_line(f"  not checked: {n} host{'s' * (n != 1)}, the verdict is of the others only:",
+                          yellow=True)
+            for line in report.excluded_lines(meta):
+                tr.write_line(f"    {line}", yellow=True)
         # one line per status, checks and cause, hosts folded: as the cover (a fault on 300
         # hosts is one line, not 300); the rest in report.md
         groups = report.problem_groups(doc["results"])

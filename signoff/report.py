@@ -179,11 +179,21 @@ def profile_class_text(meta: dict) -> str:
     return "(none picked: no host's sysinfo to match)" if meta.get("profile") == "auto" else "(no class)"
 
 
+def excluded_lines(meta: dict) -> list[str]:
+    """The hosts of the inventory or allocation this run left out, one line per cause, hosts
+    folded: 'lab3: not tagged gpu (its tags: gpux)', 'node[3-4]: excluded by --exclude-hosts'."""
+    ex = meta.get("excluded") or {}
+    if isinstance(ex, list):  # a results.json from before the causes were kept
+        ex = dict.fromkeys(ex, "excluded by --exclude-hosts")
+    return causes.cause_lines(ex, front=True)
+
+
 def excluded_text(meta: dict) -> str:
-    """Hosts left out with --exclude-hosts: not checked, so this verdict says nothing of them."""
-    ex = meta["excluded"]
-    return (f"Not checked (--exclude-hosts): {len(ex)} host{'s' if len(ex) != 1 else ''} "
-            f"{hosts_text(ex)}; the verdict is of the hosts above only")
+    """Hosts left out (--hosts, --tags, --exclude-hosts, a Slurm node the --inventory lacks):
+    not checked, so this verdict says nothing of them."""
+    n = len(meta.get("excluded") or ())
+    return (f"Not checked: {n} host{'s' if n != 1 else ''} (the verdict is of the hosts above only): "
+            + "; ".join(excluded_lines(meta)))
 
 
 def run_line(meta: dict) -> str:

@@ -8,11 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from signoff import InputError
+from signoff.hostlist import expand
 from signoff.inventory import LOCAL, Host, from_hostlist, load, local_inventory, torch_version
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -240,9 +242,10 @@ def test_exclude_hosts_leaves_them_out_and_refuses_outsiders_and_an_empty_run(wr
     from signoff.inventory import select
     path = write_inv(CLUSTER)
     inv = select(load(path), "i", tags="rack1", exclude="node0[2-3]")
-    assert names(inv) == ["node01", "node04"] and inv.excluded == ["node02", "node03"]
+    assert names(inv) == ["node01", "node04"] and list(inv.excluded) == ["node05", "node06", "ctl",
+                                                                         "node02", "node03"]
     assert inv.source == f"{path}: --tags rack1 --exclude-hosts node0[2-3]"
-    assert select(load(path), "i", exclude=" ").excluded == []  # an empty CI variable: nothing left out
+    assert select(load(path), "i", exclude=" ").excluded == {}  # an empty CI variable: nothing left out
     with pytest.raises(InputError) as exc:  # node05 is the inventory's, not this run's (--tags)
         select(load(path), "i", tags="rack1", exclude="node0[4-5],gpu9")
     assert str(exc.value) == ("--exclude-hosts node0[4-5],gpu9: gpu9,node05 not among this run's hosts "
@@ -250,6 +253,60 @@ def test_exclude_hosts_leaves_them_out_and_refuses_outsiders_and_an_empty_run(wr
     with pytest.raises(InputError) as exc:
         select(from_hostlist("n[1-2]"), "--hosts n[1-2]", exclude="n[1-2]")
     assert str(exc.value) == "--exclude-hosts n[1-2] leaves no host to check (this run's hosts: n[1-2])"
+
+
+def test_select_says_why_each_host_it_leaves_out(write_inv):
+    """Every host of the inventory the run does not judge, with why (issue 32 item 11): a
+    misspelt tag on one host left it out of the verdict without a word."""
+    from signoff.inventory import select
+    path = write_inv(CLUSTER.replace("{name: 'node[05-06]', tags: [rack2, h200]}",
+                                     "{name: node05, tags: [rakc1]}\n  - {name: node06, tags: [rack1]}"))
+    inv = select(load(path), "i", hosts="node0[1-6]", tags="rack1", exclude="node04")
+    assert names(inv) == ["node01", "node02", "node03", "node06"]
+    assert inv.excluded == {"ctl": "not in --hosts node0[1-6]",
+                            "node05": "not tagged rack1 (its tags: rakc1)",
+                            "node04": "excluded by --exclude-hosts"}
+    assert select(load(path), "i", tags="rack1").excluded == {
+        "node05": "not tagged rack1 (its tags: rakc1)", "ctl": "not tagged rack1 (its tags: none)"}
+    assert select(load(path), "i").excluded == {}  # the whole inventory: none left out
+
+
+SLURM_JOB = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "node[01-06]"}
+
+
+@pytest.mark.parametrize("args, env, said", [
+    (["--exclude-hosts", "node0[1-2]"], {}, "node[01-02]: excluded by --exclude-hosts"),
+    (["--tags", "rack1"], {}, "node03: not tagged rack1 (its tags: rakc1)"),
+    (["--launcher", "slurm"], SLURM_JOB,
+     "node[05-06]: in Slurm job 4242's allocation but not in --inventory {path}"),
+], ids=["exclude-hosts", "misspelt-tag", "slurm-node-not-in-inventory"])
+def test_hosts_left_out_are_named_on_every_output(write_inv, tmp_path, args, env, said):
+    """The terminal, the cover, report.md, results.json and junit.xml each name the hosts the
+    run leaves out and why, folded by cause (issue 32 item 11); --collect-only: no host is
+    contacted, and the outputs are written as a run's."""
+    from html import escape
+
+    from signoff.report import md_text
+    path, rd = write_inv("hosts:\n  - {name: 'node[01-02]', tags: [rack1]}\n"
+                         "  - {name: node03, tags: [rakc1]}\n  - {name: node04, tags: [rack1]}\n"), \
+        tmp_path / "report"
+    said = said.format(path=path)
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_versions.py", "--collect-only",
+                        "-q", "-p", "no:cacheprovider", "--report-dir", str(rd), "--inventory", str(path),
+                        *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}, **env})
+    assert p.returncode != 4, p.stdout + p.stderr
+    term = p.stdout.split("signoff ===", 1)[-1]
+    assert re.search(r"not checked: \d+ hosts?, the verdict is of the others only:\n +"
+                     + re.escape(said) + "\n", term), term
+    meta = json.loads((rd / "results.json").read_text())["meta"]
+    host, _, why = said.partition(": ")
+    assert all(meta["excluded"][h] == why for h in expand(host)), meta["excluded"]
+    assert escape(said) in (rd / "report.html").read_text()
+    assert md_text(said) in (rd / "report.md").read_text()
+    junit = ET.parse(rd / "junit.xml").getroot()
+    props = [e.get("value") for e in junit.iter("property") if e.get("name") == "not_checked"]
+    assert len(props) == 2 and all(said in v for v in props), props  # the suite's and the verdict's
 
 
 def test_the_excluded_hosts_are_named_in_results_json(write_inv, tmp_path):
@@ -262,6 +319,7 @@ def test_the_excluded_hosts_are_named_in_results_json(write_inv, tmp_path):
                        timeout=120)
     assert "test_gpu_count[node05]" in p.stdout and "[node01]" not in p.stdout, p.stdout + p.stderr
     meta = json.loads((rd / "results.json").read_text())["meta"]
-    assert meta["excluded"] == ["node01", "node02", "node03", "node04"]
+    assert meta["excluded"] == dict.fromkeys(["node01", "node02", "node03", "node04"],
+                                             "excluded by --exclude-hosts")
     assert meta["hosts"] == ["node05", "node06", "ctl"]
     assert meta["inventory"] == f"{path}: --exclude-hosts node0[1-4]"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from html import unescape
+from html import escape, unescape
 from pathlib import Path
 
 from signoff import report
@@ -425,14 +425,40 @@ def test_a_profile_auto_that_picked_none_says_so_not_empty_brackets():
     assert "Profile <b>auto</b> (none picked" in report.cover("ERROR", doc)
 
 
-def test_hosts_left_out_with_exclude_hosts_are_named_on_the_cover_and_report_md():
-    """A PASS over the hosts that were checked must not read as one over those left out."""
+LEFT_OUT = {"n3": "excluded by --exclude-hosts", "n4": "excluded by --exclude-hosts",
+            "n5": "not tagged gpu (its tags: gpux)",
+            "n6": "in Slurm job 77's allocation but not in --inventory inv.yaml",
+            "n7": "in Slurm job 77's allocation but not in --inventory inv.yaml"}
+LEFT_OUT_SAID = ("Not checked: 5 hosts (the verdict is of the hosts above only): n[3-4]: excluded by "
+                 "--exclude-hosts; n[6-7]: in Slurm job 77's allocation but not in --inventory inv.yaml; "
+                 "n5: not tagged gpu (its tags: gpux)")
+
+
+def test_hosts_left_out_are_named_by_cause_on_the_cover_report_md_and_junit_xml(tmp_path):
+    """A PASS over the hosts that were checked must not read as one over those left out: each
+    cause (--exclude-hosts, a tag the host lacks, a Slurm node the inventory lacks) its own
+    line, its hosts folded (issue 32 item 11)."""
+    import xml.etree.ElementTree as ET
+
+    from signoff import junit
     doc = {"meta": {"profile": "local", "profile_class": "any", "hosts": ["n1", "n2"],
-                    "excluded": ["n3", "n4"]}, "results": [rec("gpu_count", "n1")], "verdict": "PASS"}
-    said = "Not checked (--exclude-hosts): 2 hosts n[3-4]; the verdict is of the hosts above only"
-    assert said in report.cover("PASS", doc) and report.md_text(said) in report.markdown(doc)
+                    "excluded": LEFT_OUT}, "results": [rec("gpu_count", "n1")], "verdict": "PASS"}
+    assert report.excluded_lines(doc["meta"]) == LEFT_OUT_SAID.split(": ", 2)[2].split("; ")
+    assert escape(LEFT_OUT_SAID) in report.cover("PASS", doc)
+    assert report.md_text(LEFT_OUT_SAID) in report.markdown(doc)
+    junit.write(tmp_path / "junit.xml", doc)
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    verdict = next(c for c in root.iter("testcase") if c.get("name") == "verdict")
+    for where in (root.find("testsuite"), verdict):
+        assert {p.get("name"): p.get("value") for p in where.iter("property")}["not_checked"] \
+            == LEFT_OUT_SAID
+    doc["meta"]["excluded"] = ["n3", "n4"]  # a results.json from before the causes were kept
+    assert report.md_text("Not checked: 2 hosts (the verdict is of the hosts above only): n[3-4]: "
+                          "excluded by --exclude-hosts") in report.markdown(doc)
     del doc["meta"]["excluded"]
+    junit.write(tmp_path / "junit.xml", doc)
     assert "Not checked" not in report.cover("PASS", doc) + report.markdown(doc)
+    assert "not_checked" not in (tmp_path / "junit.xml").read_text()
 
 
 def test_a_pass_on_provisional_thresholds_names_them_on_the_cover():
