@@ -112,7 +112,8 @@ def test_dead_hosts_are_contacted_once_and_say_why(lab, tmp_path):
                               "--inventory", str(inv), "--profile", "auto", "--exclude-hosts", "gone.invalid",
                               "--connect-timeout", str(TIMEOUT), timeout=600)
         assert silent.accepted == 1, out  # every later check knew it dead without asking again
-    assert res["meta"]["profile"] == "local" and res["meta"]["excluded"] == ["gone.invalid"], res["meta"]
+    assert res["meta"]["profile"] == "local", res["meta"]
+    assert res["meta"]["excluded"] == {"gone.invalid": "excluded by --exclude-hosts"}, res["meta"]
     r = by_key(res)
     assert not [k for k in r if "gone.invalid" in k[1]] and "gone.invalid" not in res["hosts"]
     for name, why in (("silent", f"no SSH banner from {silent.address}:{silent.port} within {TIMEOUT} s"),
@@ -121,6 +122,27 @@ def test_dead_hosts_are_contacted_once_and_say_why(lab, tmp_path):
         assert mine and all(v["status"] == "ERROR" and why in v["message"] for v in mine), mine
     assert any(v["status"] == "PASS" for (_, h), v in r.items() if h == "lab1")
     assert rc == 2, out  # ERROR-only: README, Exit codes
+
+
+def test_a_host_with_a_misspelt_tag_is_named_on_every_output(lab, tmp_path):
+    """lab2's tag is misspelt (gpux): --tags gpu leaves it out of the verdict, said with why on
+    the terminal, the cover, report.md, results.json and junit.xml (issue 32 item 11). lab2 is
+    blackholed: had it been judged, its checks would ERROR after the connect timeout."""
+    from html import escape
+
+    from signoff.report import md_text
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
+                              overrides={"lab1": {"tags": ["gpu"]}, "lab2": {"tags": ["gpux"]}})
+    _, res, out = accept(tmp_path, "acceptance/test_versions.py", "--inventory", str(inv), "--tags", "gpu",
+                         "--profile", "local", "--connect-timeout", str(TIMEOUT), timeout=120)
+    said, rd = "lab2: not tagged gpu (its tags: gpux)", tmp_path / "report"
+    assert res["meta"]["hosts"] == ["lab1"] and {r["host"] for r in res["results"]} <= {"lab1", "all"}, out
+    assert res["meta"]["excluded"] == {"lab2": "not tagged gpu (its tags: gpux)"}, res["meta"]
+    assert f"not checked: 1 host, the verdict is of the others only:\n    {said}\n" in out, out
+    assert escape(said) in (rd / "report.html").read_text()
+    assert md_text(said) in (rd / "report.md").read_text()
+    assert f'name="not_checked" value="Not checked: 1 host (the verdict is of the hosts above only): ' \
+           f'{said}"' in (rd / "junit.xml").read_text()
 
 
 def test_two_names_for_one_machine_fail_naming_both(lab, tmp_path):
