@@ -9,11 +9,12 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from lab import Lab
 from slurmlab import SlurmLab
-from test_lab_acceptance import ROOT, accept, by_key
+from test_lab_acceptance import ROOT, _only, accept, by_key
 
 from signoff.results import load as load_results
 
@@ -111,6 +112,25 @@ def test_node_down_errors_by_name_with_slurms_reason(slurm, tmp_path):
     assert "signoff-test-broken-psu" in json.dumps(res["slurm"])  # named before the run
     assert "Slurm reports node lab3 DOWN" in (tmp_path / "report" / "report.html").read_text()
     slurm.wait_idle(["lab3"])
+
+
+def test_a_node_the_inventory_lacks_is_named_on_every_output(slurm, tmp_path):
+    """lab3 is in the allocation but not in --inventory: not judged, and said so with why on the
+    terminal, the cover, report.md, results.json and junit.xml (issue 32 item 11)."""
+    from html import escape
+
+    from signoff.report import md_text
+    inv = _only(Path(inventory(slurm, tmp_path)), ["lab1", "lab2"])
+    _, res, out = in_allocation(slurm, tmp_path, "acceptance/test_versions.py", "--inventory", str(inv),
+                                "--profile", LAB, timeout=120)
+    job, rd = res["meta"]["launcher"]["job"], tmp_path / "report"
+    said = f"lab3: in Slurm job {job}'s allocation but not in --inventory {inv}"
+    assert res["meta"]["hosts"] == ["lab1", "lab2"] and "lab3" not in {r["host"] for r in res["results"]}
+    assert res["meta"]["excluded"] == {"lab3": said.removeprefix("lab3: ")}, res["meta"]
+    assert f"not checked: 1 host, the verdict is of the others only:\n    {said}\n" in out, out
+    assert escape(said) in (rd / "report.html").read_text()
+    assert md_text(said) in (rd / "report.md").read_text()
+    assert escape(said, quote=False) in (rd / "junit.xml").read_text()
 
 
 def hung_python(tmp_path, marker: str, untracked: bool = False) -> str:
