@@ -21,7 +21,6 @@ from pathlib import Path
 import yaml
 
 from signoff import InputError, hostlist, profiles, results
-from signoff.storage import judge as storage_judge
 
 # The figures a calibration sets: what a known-good node measures (rates, bandwidths,
 # efficiencies, temperatures and their margins). Counts, versions and states are not figures.
@@ -81,7 +80,7 @@ def _aggregate(doc: dict, passed: list[dict], t: profiles.Threshold, margin: flo
     """storage_read_aggregate in its own scope: the run measured the fleet's sum, the profile's
     minimum is per cluster, node or GPU (`per`, scaled by the fleet when judged) and node_min is
     every host's own share. (its min, the rule, (node_min, its rule) or None)."""
-    per = {**storage_judge.KNOBS[t.criterion], **t.extra}["per"]
+    per = t.extra.get("per") or "cluster"  # storage's default (signoff/storage/judge.py KNOBS)
     hosts_of = doc.get("hosts") or {}
 
     def scope(r) -> int:

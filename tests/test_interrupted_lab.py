@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from lab import Lab
 
+from signoff import results
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 N_HOSTS = 20  # more than the report's host matrix (16): its PASS rows are left out
@@ -80,7 +82,7 @@ def check_kept(doc: dict, before: list[dict]) -> None:
 
 def test_ctrl_c_on_20_hosts_keeps_every_finished_result(inv, tmp_path):
     rd, before, out = stop_after(tmp_path, inv, signal.SIGINT)
-    doc = json.loads((rd / "results.json").read_text())  # written by the run itself, on Ctrl-C
+    doc = results.load(rd)  # written by the run itself, on Ctrl-C
     check_kept(doc, before)
     assert len(doc["results"]) == selected(out) > N_HOSTS * 10, out[-2000:]
     assert "killed" not in doc["meta"]
@@ -99,7 +101,7 @@ def test_sigkill_on_20_hosts_loses_nothing_rebuilt_from_the_log(inv, tmp_path):
     p = subprocess.run([sys.executable, "-m", "signoff.results", "rebuild", str(rd)], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    doc = json.loads((rd / "results.json").read_text())
+    doc = results.load(rd)
     try:
         check_kept(doc, before)
         assert doc["meta"]["killed"] and len(doc["results"]) == selected(out) > N_HOSTS * 10
