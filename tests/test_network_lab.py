@@ -436,43 +436,44 @@ def shaped(lab, rates: dict):
 
 def test_derived_pairs_are_judged_as_a_fraction_of_their_own_line_rate(lab, tmp_path):
     """local's derived rules (thresholds/nvidia-base.yaml) between lab hosts, for real: every host's
-    data interface says 1000 Mb/s (a FAKE sysfs) and sends at 1 Gbit/s (tc), lab3 at 500 Mbit/s
+    data interface says 100 Mb/s (a FAKE sysfs) and sends at 100 Mbit/s (tc), lab3 at 50 Mbit/s
     (a slow path the sysfs does not show). Each pair is judged as a fraction of its own line rate,
     expected >= 0.9: lab1->lab2 and lab2->lab3 PASS near 0.95; lab3->lab1 FAILs at about half of
     it, after its attempts. nic_rate: every port at the fleet's 1 Gb/s, PASS; then lab2's port
-    negotiated at 100 Mb/s FAILs lab2 alone."""
+    negotiated at 10 Mb/s FAILs lab2 alone. 100 Mbit/s, not 1 Gbit/s: a loaded 2-core machine's
+    iperf3 keeps up with it (at 1 Gbit/s it measured 0.87-0.89 of the line rate under load)."""
     prof = tmp_path / "derived.yaml"
     prof.write_text("extends: local\ncriteria:\n"
                     "  net_pair_bandwidth: {streams: 4, duration: 2, attempts: 2}\n")
-    fake = {h.name: {"env": {"SIGNOFF_SYSFS": speed_sysfs(tmp_path / f"sys-{h.name}", h.veth_host, 1000)}}
+    fake = {h.name: {"env": {"SIGNOFF_SYSFS": speed_sysfs(tmp_path / f"sys-{h.name}", h.veth_host, 100)}}
             for h in lab.hosts}
-    with shaped(lab, {"lab1": "1gbit", "lab2": "1gbit", "lab3": "500mbit"}):
+    with shaped(lab, {"lab1": "100mbit", "lab2": "100mbit", "lab3": "50mbit"}):
         rc, res, out = accept(tmp_path / "pairs", "acceptance/test_network.py", "-k", "nic_link or pair",
                               "--inventory", inventory(lab, tmp_path, **fake), "--profile", str(prof))
     r = by_key(res)
     for h in ("lab1", "lab2", "lab3"):
         nic = r[("nic_link", h)]
-        assert nic["status"] == "PASS" and nic["measured"] == 1.0, nic
-        assert nic["expected"].startswith("1 ethernet port(s) up at >= 1 Gb/s (1 x 1 Gb/s, the rate 3 of the "
-                                          "run's 3 up ethernet ports run at)"), nic
+        assert nic["status"] == "PASS" and nic["measured"] == 0.1, nic
+        assert nic["expected"].startswith("1 ethernet port(s) up at >= 0.1 Gb/s (1 x 0.1 Gb/s, the rate 3 "
+                                          "of the run's 3 up ethernet ports run at)"), nic
     for p in ("lab1->lab2", "lab2->lab3"):
         v = r[("net_pair_bandwidth", p)]
         assert v["status"] == "PASS" and v["unit"] == "x line rate", v
-        assert 0.9 <= v["measured"] <= 1.0 and v["details"]["line_rate_gbps"] == 1.0, v
+        assert 0.9 <= v["measured"] <= 1.0 and v["details"]["line_rate_gbps"] == 0.1, v
     slow = r[("net_pair_bandwidth", "lab3->lab1")]
     assert slow["status"] == "FAIL" and 0.3 < slow["measured"] < 0.6, slow
-    assert "of its own 1 Gb/s line rate, fraction = " in slow["message"], slow["message"]
+    assert "of its own 0.1 Gb/s line rate, fraction = " in slow["message"], slow["message"]
     assert "expected >= 0.9 x line rate (provisional threshold" in slow["message"], slow["message"]
     assert "azure_ib_write_bw_gdr.nhc" in slow["message"] and len(slow["details"]["attempts"]) == 2
     assert "likely cause: " in slow["message"]
     iface = lab.host("lab2").veth_host
-    fake["lab2"]["env"]["SIGNOFF_SYSFS"] = speed_sysfs(tmp_path / "sys-lab2-slow", iface, 100)
+    fake["lab2"]["env"]["SIGNOFF_SYSFS"] = speed_sysfs(tmp_path / "sys-lab2-slow", iface, 10)
     rc, res, out = accept(tmp_path / "nic", "acceptance/test_network.py", "-k", "nic_link", "--partial",
                           "--inventory", inventory(lab, tmp_path, **fake), "--profile", str(prof))
     r = by_key(res)
     bad = r[("nic_link", "lab2")]
-    assert bad["status"] == "FAIL" and bad["measured"] == 0.1, bad
-    assert f"lab2: {iface} at 0.1 Gb/s (expected 1 ethernet port(s) up at >= 1 Gb/s (1 x 1 Gb/s, the " \
+    assert bad["status"] == "FAIL" and bad["measured"] == 0.01, bad
+    assert f"lab2: {iface} at 0.01 Gb/s (expected 1 ethernet port(s) up at >= 0.1 Gb/s (1 x 0.1 Gb/s, the " \
            "rate 2 of the run's 3 up ethernet ports run at)" in bad["message"], bad["message"]
     assert [r[("nic_link", h)]["status"] for h in ("lab1", "lab3")] == ["PASS", "PASS"]
 
