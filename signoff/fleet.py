@@ -152,6 +152,13 @@ SWEEP = (f"end=$(( $(date +%s) + {SWEEP_S} )); n=0; m=0; l=; x=; s=; for o in {T
          "[ -z \"$s\" ] || echo stopped $s; true")
 
 
+def _epoch(epoch: str) -> float:
+    try:
+        return float(epoch)
+    except ValueError:
+        return 0.0
+
+
 def _utc(epoch: str) -> str:
     """A dir's mtime as the sweep printed it (epoch seconds), in UTC."""
     try:
@@ -329,14 +336,18 @@ class HostSession:
         """The temp dirs of runs that are gone (SWEEP), bounded; never fails the host. Dirs it
         skipped (another user's, a link, not mode 0700) are not this user's runs': not listed."""
         r = self.t.run(SWEEP.format(own=shlex.quote(self.workdir)), SWEEP_S + 20)
-        out = []
+        found, out = [], []
         for ln in r.stdout.splitlines():
             w = ln.split() + ["", "", "unknown"]
             if w[0] == "leftover":
-                out.append(f"probe temp dir {w[1]} of a run that is gone (since {_utc(w[2])})")
+                said = f"probe temp dir {w[1]} of a run that is gone (since {_utc(w[2])})"
+                found.append((_epoch(w[2]), said))
             elif w[0] == "stopped":
                 out.append(f"probe temp dirs of runs that are gone: listing stopped ({ln[8:]}); "
                            f"more are left")
+        # newest first: the terminal and the cover name a few, and the run the user just lost
+        # (Ctrl-C twice, a killed job) is the one they look for
+        out = [line for _, line in sorted(found, key=lambda f: -f[0])] + out
         if not r.ok and not out:
             out.append(f"probe temp dirs of runs that are gone: not listed (exit {r.rc}: "
                        f"{(r.stderr or '').strip()[:200] or 'no message'})")

@@ -79,3 +79,20 @@ def test_a_temp_dir_made_but_not_written_keeps_its_first_cause_and_is_removed(tm
         assert not list(full.glob("signoff.*"))
     finally:
         subprocess.run(["umount", str(full)])
+
+
+def test_dead_runs_dirs_are_listed_newest_first(tmp_path, monkeypatch):
+    """The terminal and the cover name a few leftovers: the run the user just lost (a killed
+    job, Ctrl-C twice) first, not whichever name sorts first."""
+    ages = {"signoff.aaaaaaaa": 300, "signoff.bbbbbbbb": 100, "signoff.cccccccc": 200}  # s old
+    for name, age in ages.items():
+        d = tmp_path / name
+        d.mkdir(mode=0o700)
+        (d / ".keeper").write_text(f"{DEAD} 1\n")
+        os.utime(d, (d.stat().st_atime - age, d.stat().st_mtime - age))
+    monkeypatch.setenv("SIGNOFF_TMPDIR", str(tmp_path))
+    s = HostSession(Host(name="localhost", address=LOCAL, python=sys.executable),
+                    LocalTransport(Host(name="localhost", address=LOCAL)))
+    s.workdir = str(tmp_path / "signoff.ownownow")  # the run's own: none here
+    said = s._sweep()
+    assert [w.split()[3] for w in said] == [str(tmp_path / n) for n in sorted(ages, key=ages.get)], said
