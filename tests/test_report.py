@@ -531,3 +531,64 @@ def test_a_fail_of_one_cause_on_many_checks_and_hosts_is_one_line_hosts_folded()
     assert lines[1] == "FAIL gpu_count on gpu21: gpu_count = 7, expected 8", lines
     assert fix[0].startswith("- **FAIL** `5 checks (gpu_count, gpu_model, ecc_enabled, pcie_link and 1 "
                              "more)` on 20 hosts gpu\\[01-20\\]: no NVIDIA GPU"), fix
+
+
+class Written:
+    """The terminal as the recorder writes its signoff section to it (TerminalReporter's two
+    calls it uses): the lines, in order."""
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def section(self, title, *a, **kw):
+        self.lines.append(f"== {title}")
+
+    def write_line(self, line, **markup):
+        self.lines.append(line)
+
+
+def terminal_lines(tmp_path, doc: dict) -> list[str]:
+    """The terminal's signoff section of a run that recorded `doc` (the recorder's own code)."""
+    from types import SimpleNamespace
+
+    from signoff.inventory import from_hostlist
+    from signoff.recorder import Recorder
+    from signoff.results import Results
+    from signoff.state import State
+    res = Results(tmp_path / "results.json", {})
+    res.doc = doc
+    state = State(from_hostlist(",".join(doc["meta"]["hosts"])), None, "h100-8x-nvlink",
+                  report_dir=tmp_path, results=res)
+    out = Written()
+    Recorder(state, SimpleNamespace(option=SimpleNamespace(htmlpath=None))).section(out)
+    return out.lines
+
+
+def test_twenty_identical_fails_are_one_line_in_the_terminal_cover_and_report_md_figures_kept(tmp_path):
+    """Issue 31 item 4: `--profile h100-8x-nvlink` on 20 CPU-only hosts FAILs gpu_count on each
+    with one message: one line naming host[01-20] in the terminal, on the cover and in
+    report.md. Figures that differ by host are never said as one host's: a busbw FAIL on 5
+    hosts is their span, a message whose figures differ is said as its first host's, so named."""
+    hosts = [f"host{i:02d}" for i in range(1, 21)]
+    recs = [rec("gpu_count", h, "FAIL", message=f"{h}: no NVIDIA GPU (NVML Shared Library Not Found); "
+                "profile h100-8x-nvlink expects 8 x NVIDIA H100 80GB HBM3") for h in hosts]
+    recs += [rec("allreduce_busbw", h, "FAIL", 300.0 + i * 1.25, **BUSBW,
+                 message=f"{h}: allreduce_busbw = {300 + i * 1.25:g} GB/s, expected >= 100 GB/s")
+             for i, h in enumerate(hosts[:5])]
+    recs += [rec("gpu_temp", h, "FAIL", message=f"{h}: GPU 0 at {90 + i} C, expected <= 85 C")
+             for i, h in enumerate(hosts[5:8])]
+    doc = {"meta": {"hosts": hosts, "profile": "h100-8x-nvlink"}, "results": recs, "verdict": "FAIL"}
+    one = ("gpu_count on 20 hosts host[01-20]: no NVIDIA GPU (NVML Shared Library Not Found); profile "
+           "h100-8x-nvlink expects 8 x NVIDIA H100 80GB HBM3")
+    lines, fix = cover_lines(doc)
+    term = [ln.strip() for ln in terminal_lines(tmp_path, doc) if ln.startswith("  FAIL ")]
+    for said in (lines, fix, term):
+        assert len(said) == 3, said
+        assert sum("no NVIDIA GPU" in ln for ln in said) == 1
+    assert lines[0] == f"FAIL {one}" and term[0] == f"FAIL  {one}", (lines, term)
+    assert fix[0] == "- **FAIL** `gpu_count` on 20 hosts host\\[01-20\\]: no NVIDIA GPU (NVML Shared " \
+                     "Library Not Found); profile h100-8x-nvlink expects 8 x NVIDIA H100 80GB HBM3", fix
+    busbw = next(ln for ln in term if "allreduce_busbw" in ln)
+    assert "on 5 hosts host[01-05]: measured 300-305 GB/s, expected >= 100 GB/s" in busbw, busbw
+    temp = next(ln for ln in term if "gpu_temp" in ln)
+    assert "GPU 0 at 90 C" in temp and "(as on host06; each host's own" in temp, temp
+
