@@ -41,9 +41,9 @@ def version_tuple(text) -> tuple:
 
 def figure(v: float) -> str:
     """A measured figure as every output says it (report.html, report.md, the terminal's
-    messages): 4 significant digits, whole above a million (451.658521 -> '451.7'; 1.2e7 ->
-    '12000000'): one rounding, so one figure never reads two ways in two places."""
-    return f"{v:.4g}" if abs(v) < 1e6 else f"{v:.0f}"
+    messages): 4 significant digits, whole from 10,000 up (451.658521 -> '451.7'; 103674.2 ->
+    '103674', never '1.037e+05'): one rounding, so one figure never reads two ways in two places."""
+    return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
 
 
 # A float as Python prints it, not as a figure: 5 decimals or more, not part of a version
