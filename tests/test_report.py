@@ -632,7 +632,7 @@ def test_every_figure_is_rounded_alike_in_the_cover_report_md_and_the_terminal(t
     prints a float) beside '438.5' elsewhere. One rounding, units.figure, everywhere."""
     from signoff.units import figure, readable
     assert figure(438.517653) == readable(438.517653) == report._fmt(438.517653) == "438.5"
-    assert report._fmt(15_000_000.0) == readable(15_000_000.0) == "15000000"  # not 1.5e+07
+    assert report._fmt(103674.2) == readable(103674.2) == "103674"  # not 1.037e+05
     msg = ("localhost: model TFLOP/s of the 1-GPU step (103674 tokens/s, driver 580.159.04) = 438.517653 "
            "TFLOP/s, expected >= 1000 TFLOP/s; likely cause: 0.123456789 of the GPU's clock")
     doc = {"meta": {"hosts": ["localhost"]}, "verdict": "FAIL",
@@ -651,3 +651,25 @@ def test_a_run_whose_version_was_not_read_is_named_by_its_commit_not_signoff_unk
     meta = {"started": "2026-12-01T23:47:33+00:00", "suite_version": "unknown (git 36101e0-dirty)"}
     assert report.run_line(meta).endswith("; signoff git 36101e0-dirty")
     assert "unknown" not in report.suite_version()
+
+
+# this repository's top folders: a path under one of them is a citation of ours (a path in
+# another repository, e.g. 'Azure/AI-benchmarking-guide Azure_Results/...', is not)
+OURS = ("signoff", "docs", "bench", "tests", "thresholds", "acceptance", "reports", "shared", "../")
+CITED = re.compile(r"(?<![\w./-])((?:\.\./)*(?:" + "|".join(re.escape(d.rstrip("/")) for d in OURS)
+                   + r")/[\w./-]+\.(?:py|sh|yaml|yml|md|json|txt|toml))\b")
+
+
+def test_example_reports_name_their_suite_version_and_cite_only_files_of_the_repository():
+    """Issue 31 item 7: example reports said 'signoff unknown (git ...)' and cited files not
+    in the repository. What bench/examples.py makes again from each run's records (report.md,
+    the calibrated site profile) says neither. report.html of a run is made only by the run."""
+    made = [*sorted((ROOT / "reports" / "examples").rglob("report.md")),
+            ROOT / "reports/examples/h200-1x-calibrated/site-h200-vm.yaml"]
+    assert len(made) >= 9
+    for path in made:
+        text = path.read_text()
+        assert "signoff unknown" not in text, path
+        for cited in CITED.findall(text):
+            base = path.parent if cited.startswith("../") else ROOT
+            assert (base / cited).exists(), (path, cited)
