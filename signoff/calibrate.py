@@ -72,7 +72,7 @@ def provenance(doc: dict) -> str:
                       for g in (f.get("nvidia") or {}).get("gpus") or [] if g.get("serial")})
     return (f"calibrated from run {meta.get('run')} ({str(meta.get('started', '?'))[:19].replace('T', ' ')} "
             f"UTC; hosts {hostlist.fold(meta.get('hosts') or sorted(hosts))}; GPU serials "
-            f"{', '.join(serials) or 'none'}; signoff {meta.get('suite_version', '?')}; profile "
+            f"{', '.join(serials) or 'none'}; {results.version_text(meta.get('suite_version'))}; profile "
             f"{meta.get('profile')})")
 
 

@@ -9,7 +9,7 @@ from html import escape
 
 import matplotlib
 
-from signoff.units import readable
+from signoff.units import empty, label, readable
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402,F401 - the families draw with it
@@ -23,8 +23,9 @@ def png(fig) -> str:
 
 
 def html_table(rows: dict) -> str:
-    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(readable(v))}</td></tr>"
-                   for k, v in rows.items())
+    """Key/value rows, keys in words; a row with nothing to say (None, '', {}) left out."""
+    body = "".join(f"<tr><th>{escape(label(k))}</th><td>{escape(readable(v))}</td></tr>"
+                   for k, v in rows.items() if not empty(v))
     return f"<table class='so-table'>{body}</table>"
 
 

@@ -16,7 +16,8 @@ from html import escape
 from pathlib import Path
 
 from signoff import causes, families, hostlist, paths, profiles, retry
-from signoff.results import ALL, STATUSES, VERDICT_MEANS, verdict_text
+from signoff.results import ALL, STATUSES, VERDICT_MEANS, verdict_text, version_text
+from signoff.units import figure, figures_in
 
 STYLE = """<style>
 .so-table{border-collapse:collapse;margin:6px 0 16px}
@@ -47,7 +48,7 @@ def suite_version() -> str:
     except PackageNotFoundError:  # a clone run without `pip install`: its pyproject says
         m = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M) \
             if (ROOT / "pyproject.toml").exists() else None
-        v = m.group(1) if m else "unknown"
+        v = m.group(1) if m else ""
     try:
         # the clone's own .git only: an installed copy inside someone's repository is not theirs
         git = subprocess.run(["git", "--git-dir", str(ROOT / ".git"), "--work-tree", str(ROOT),
@@ -55,7 +56,7 @@ def suite_version() -> str:
                              capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         git = ""
-    return f"{v} (git {git})" if git else v
+    return f"{v} (git {git})" if v and git else v or (f"git {git}" if git else "unknown")
 
 
 def operator() -> str:
@@ -141,7 +142,7 @@ def problem_line(g: dict) -> tuple[str, str, str]:
             what = f"measured {span}, expected {r.get('expected')}"
         elif not c.alike:  # one cause, each host's own paths
             what += f" (as on {c.hosts[0]}; each host's own paths and figures in its details)"
-    return who, what, cause
+    return who, figures_in(what), figures_in(cause)
 
 
 COVER_LINES = 20  # a provider reads the first screen: the rest one click away
@@ -207,7 +208,33 @@ def run_line(meta: dict) -> str:
     def utc(t):
         return str(t).replace("T", " ").removesuffix("+00:00")
     return (f"run {utc(meta.get('started', '?'))} to {utc(meta.get('finished') or 'not finished')} UTC{took} "
-            f"by {meta.get('operator', '?')}; signoff {meta.get('suite_version', '?')}")
+            f"by {meta.get('operator', '?')}; {version_text(meta.get('suite_version'))}")
+
+
+def host_identity(facts: dict) -> str:
+    """Which machine a host name stood for, from its sysinfo: its own hostname, machine-id
+    (the boot id where it has none: a VM image without one), GPU serials. An inventory name
+    ("localhost", an address) says nothing of the machine to a provider."""
+    if not isinstance(facts, dict) or "error" in facts:
+        return "did not answer: no identity read"
+    m = facts.get("machine") or {}
+    serials = [str(g["serial"]) for g in (facts.get("nvidia") or {}).get("gpus") or [] if g.get("serial")]
+    out = [f"hostname {facts.get('hostname') or '?'}",
+           f"machine-id {m['machine_id']}" if m.get("machine_id") else
+           f"no machine-id, boot id {m['boot_id']}" if m.get("boot_id") else "no machine-id"]
+    if serials:
+        out.append(f"GPU serial{'s' * (len(serials) > 1)} {', '.join(serials)}")
+    return ", ".join(out)
+
+
+def identity_lines(doc: dict) -> list[str]:
+    """'localhost: hostname vm, no machine-id, boot id 3707..., GPU serial 1653924098971' per
+    host, up to MATRIX_MAX_HOSTS hosts (more: the Hardware signed off table has each)."""
+    facts = doc.get("hosts") or {}
+    names = [h for h in (doc["meta"].get("hosts") or facts) if h in facts]
+    if not names or len(names) > MATRIX_MAX_HOSTS:
+        return []
+    return [f"{h}: {host_identity(facts[h])}" for h in names]
 
 
 def probe_env_text(meta: dict) -> str | None:
@@ -266,6 +293,7 @@ def cover(verdict: str, doc: dict) -> str:
             + f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
             f"{escape(profile_class_text(meta))}; hosts ({len(hosts)}): "
             f"{escape(hosts_text(hosts))}"
+            + "".join(f"<br>&nbsp;&nbsp;{escape(x)}" for x in identity_lines(doc))
             + (f"<br>Profile {escape(meta['profile_pick'])}" if meta.get("profile_pick") else "")
             + f"<br>{escape(run_line(meta))}"
             + (f"<br><b>{escape(excluded_text(meta))}</b>" if meta.get("excluded") else "")
@@ -409,7 +437,7 @@ def fleet_text(fs: dict) -> str:
 
 
 def _fmt(v) -> str:
-    return "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+    return "" if v is None else figure(v) if isinstance(v, float) else str(v)
 
 
 def criteria_summary(records: list[dict]) -> str:
@@ -444,6 +472,10 @@ def host_matrix(records: list[dict]) -> str:
     hosts = sorted({r["host"] for r in records})
     criteria = list(dict.fromkeys(r["criterion"] for r in records))
     cell = {(r["criterion"], r["host"]): r for r in records}
+    units = {}  # a criterion's unit, from any host's record that has one (an ERROR's has none)
+    for r in records:
+        if r.get("unit"):
+            units.setdefault(r["criterion"], r["unit"])
     head = "".join(f"<th>{escape(h)}</th>" for h in hosts)
     rows = []
     for c in criteria:
@@ -457,8 +489,8 @@ def host_matrix(records: list[dict]) -> str:
             title = escape(r.get("message") or "", quote=True)
             tds.append(f"<td class='{status_class(r['status'])}' title='{title}'>"
                        f"{r['status']}{measured}</td>")
-        rows.append(f"<tr><th>{escape(c)}</th>{''.join(tds)}</tr>")
-    return (f"<h2>Host &times; criterion</h2><table class='so-table'><tr><th>criterion</th>"
+        rows.append(f"<tr><th>{escape(c)}</th><td>{escape(units.get(c, ''))}</td>{''.join(tds)}</tr>")
+    return (f"<h2>Host &times; criterion</h2><table class='so-table'><tr><th>criterion</th><th>unit</th>"
             f"{head}</tr>{''.join(rows)}</table>")
 
 
@@ -731,7 +763,7 @@ def inventory_section(doc: dict) -> str:
         sw = (f"driver {nv.get('driver') or '-'} (CUDA {nv.get('cuda_driver') or '-'}); torch "
               f"{(f.get('torch') or {}).get('version') or '-'}; probe Python {f.get('python')} "
               f"{f.get('python_executable')}")
-        rows.append(f"<tr><th>{escape(h)}</th><td>{gpus}</td><td>{escape(sw)}</td>"
+        rows.append(f"<tr><th>{escape(h)}<br>{escape(host_identity(f))}</th><td>{gpus}</td><td>{escape(sw)}</td>"
                     f"<td>{escape('; '.join(ports) or 'not probed (no network check ran)')}</td>"
                     f"<td>{host.replace(chr(10), ' ')}</td></tr>")
     return ("<div class='so-inventory'><h2>Hardware signed off</h2><table class='so-table'><tr><th>host"
@@ -748,6 +780,7 @@ def markdown(doc: dict) -> str:
            *([f"**{md_text(failed_on_regression(doc))}**", ""] if failed_on_regression(doc) else []),
            f"Profile **{meta.get('profile')}** {profile_class_text(meta)}; "
            f"hosts: {hosts_text(meta.get('hosts', []))}  ",
+           *(f"{md_text(x)}  " for x in identity_lines(doc)),
            *([f"Profile {md_text(meta['profile_pick'])}  "] if meta.get("profile_pick") else []),
            run_line(meta), "",
            *([f"**{md_text(excluded_text(meta))}**", ""] if meta.get("excluded") else []),

@@ -73,6 +73,16 @@ def verdict_text(v: str) -> str:
     return f"{v} ({VERDICT_MEANS[v]})" if v in VERDICT_MEANS else v
 
 
+def version_text(v) -> str:
+    """The suite version a run recorded, as a page says it: 'signoff 0.1.0 (git f896707)'. A
+    run whose package version could not be read recorded 'unknown (git 36101e0-dirty)': its
+    commit is what names the code, so it is said alone ('signoff git 36101e0-dirty')."""
+    v = str(v or "?")
+    if v.startswith("unknown (git ") and v.endswith(")"):
+        v = v[len("unknown ("):-1]
+    return f"signoff {v}"
+
+
 # The exit code of an acceptance run (README: Exit codes), so CI can tell "the hardware failed"
 # from "could not measure" from "not a sign-off" without parsing anything. 4 is a usage error,
 # pytest's own code, whichever layer (pytest, signoff, the command) refused the options.

@@ -39,17 +39,46 @@ def version_tuple(text) -> tuple:
     return tuple(int(p) for p in re.findall(r"\d+", str(text)))
 
 
+def figure(v: float) -> str:
+    """A measured figure as every output says it (report.html, report.md, the terminal's
+    messages): 4 significant digits, whole from 10,000 up (451.658521 -> '451.7'; 103674.2 ->
+    '103674', never '1.037e+05'): one rounding, so one figure never reads two ways in two places."""
+    return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
+
+
+# A float as Python prints it, not as a figure: 5 decimals or more, not part of a version
+# (580.159.04), an address or a path (the pattern tests/test_report.py checks reports with)
+_RAW_FLOAT = re.compile(r"(?<![\w.:/-])\d+\.\d{5,}(?![\w.])")
+
+
+def figures_in(text: str) -> str:
+    """A message's raw floats said as figures: messages recorded by an older signoff, or a
+    family that wrote a float as Python prints it ('= 438.517653 TFLOP/s' -> '= 438.5 TFLOP/s')."""
+    return _RAW_FLOAT.sub(lambda m: figure(float(m.group(0))), text or "")
+
+
+def label(key) -> str:
+    """A details key as a person reads it: 'resident_fraction' -> 'resident fraction'."""
+    return str(key).replace("_", " ")
+
+
+def empty(v) -> bool:
+    """Nothing to say: None, '' or an empty container."""
+    return v is None or v == "" or (isinstance(v, (dict, list, tuple, set)) and not v)
+
+
 def readable(v) -> str:
-    """A value as a person reads it: no Python repr, no None, no binary float's 17 digits
-    ({'bs': 1048576, ...} -> 'bs 1048576, ...'; 451.658521 -> '451.7'; None -> 'none')."""
+    """A value as a person reads it: no Python repr, no None, no binary float's 17 digits, no
+    internal key ({'bs': 1048576, 'resident_fraction': None, 'note': ''} -> 'bs 1048576': a
+    dict's empty values left out, its keys in words; 451.658521 -> '451.7'; None -> 'none')."""
     if v is None:
         return "none"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:.0f}"
+        return figure(v)
     if isinstance(v, dict):
-        return ", ".join(f"{k} {readable(x)}" for k, x in v.items()) or "none"
+        return ", ".join(f"{label(k)} {readable(x)}" for k, x in v.items() if not empty(x)) or "none"
     if isinstance(v, (list, tuple, set)):
         return ", ".join(readable(x) for x in v) or "none"
     return str(v)
