@@ -198,3 +198,48 @@ def test_make_accept_says_signoffs_exit_code_which_make_turns_into_2(tmp_path, v
     assert (f"make accept: signoff exit code {code} (README: Exit codes); make's own exit status is 2 "
             "whatever the code: in CI call signoff run, not make accept") in p.stdout, p.stdout[-3000:]
     assert f"Error {code}" in p.stderr  # make's own line names the recipe's code too
+
+
+def pytest_alone(where: Path) -> str:
+    """A Python with pytest and nothing of signoff's (a bare clone's system python3 and
+    python3-pytest): Debian's where installed, else a venv that reaches only pytest's own
+    distributions (this venv's, by symlinks: no download)."""
+    system = "/usr/bin/python3"
+    probe = "import pytest, importlib.util as u; assert u.find_spec('ClusterShell') is None"
+    if Path(system).exists() and subprocess.run([system, "-c", probe], capture_output=True).returncode == 0:
+        return system
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where / "venv")], check=True)
+    only = where / "pytest-only"
+    only.mkdir()
+    todo, seen = ["pytest"], set()
+    while todo:
+        dist = metadata.distribution(todo.pop())
+        if dist.metadata["Name"] in seen:
+            continue
+        seen.add(dist.metadata["Name"])
+        tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
+        for top in tops:
+            if not (only / top).exists():
+                (only / top).symlink_to(dist.locate_file(top))
+        todo += [r.name for r in map(Requirement, dist.requires or [])
+                 if r.marker is None or r.marker.evaluate({"extra": ""})]
+    python = where / "venv" / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "pytest-only.pth").write_text(f"{only}\n")
+    return str(python)
+
+
+def test_a_bare_clone_says_how_to_install(tmp_path):
+    """`pytest acceptance/` before any install: one line naming the install commands, pytest's
+    usage code, not the plugin's ImportError traceback of a missing ClusterShell."""
+    python = pytest_alone(tmp_path)
+    p = subprocess.run([python, "-m", "pytest", "acceptance/", "--profile", "local"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 4, p.stdout + p.stderr
+    lines = (p.stdout + p.stderr).strip().splitlines()
+    assert len(lines) == 1 and "missing ClusterShell" in lines[0], lines
+    assert "`make accept`" in lines[0] and "`pip install .` into a venv" in lines[0]
