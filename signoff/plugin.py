@@ -220,7 +220,8 @@ def pytest_configure(config):
     state = State(inv, prof, arg, klass, run_id=new_run_id(), base=base, tolerance=tolerance,
                   job=slurm.allocation()[0] if launcher(config) == "slurm" else None)
     config.stash[STATE] = state
-    if not _is_acceptance_run(config):
+    # --collect-only lists the checks, as pytest does: no run, so no report directory, exit 0
+    if not _is_acceptance_run(config) or config.option.collectonly:
         return
     _refuse_xdist(config)
     # signoff's own section says every problem, grouped by cause (a fault on 300 hosts is one

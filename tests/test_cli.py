@@ -243,3 +243,14 @@ def test_a_bare_clone_says_how_to_install(tmp_path):
     lines = (p.stdout + p.stderr).strip().splitlines()
     assert len(lines) == 1 and "missing ClusterShell" in lines[0], lines
     assert "`make accept`" in lines[0] and "`pip install .` into a venv" in lines[0]
+
+
+def test_collect_only_lists_the_checks_and_writes_nothing(tmp_path):
+    """--collect-only is pytest's: the checks listed, exit 0, no run, so no report directory."""
+    before = set((ROOT / "reports").glob("2*"))
+    p = run("--collect-only", "-q", "--profile", "local")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "acceptance/test_health.py::test_error_counters[localhost]" in p.stdout
+    assert set((ROOT / "reports").glob("2*")) == before
+    p = run("--collect-only", "-q", "--profile", "local", "--report-dir", str(tmp_path / "r"))
+    assert p.returncode == 0 and not (tmp_path / "r").exists(), p.stdout
