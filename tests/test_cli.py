@@ -254,3 +254,12 @@ def test_collect_only_lists_the_checks_and_writes_nothing(tmp_path):
     assert set((ROOT / "reports").glob("2*")) == before
     p = run("--collect-only", "-q", "--profile", "local", "--report-dir", str(tmp_path / "r"))
     assert p.returncode == 0 and not (tmp_path / "r").exists(), p.stdout
+
+
+def test_a_k_that_matches_nothing_says_so(tmp_path):
+    p = run("-k", "nosuch or nosuch2", "--report-dir", str(tmp_path), "--profile", "local")
+    doc = json.loads((tmp_path / "results.json").read_text())
+    said = re.search(r"-k 'nosuch or nosuch2' matched no check of the sign-off sheet \(\d+ deselected\)",
+                     p.stdout)
+    assert p.returncode == 3 and said and said.group() in doc["meta"]["partial"], p.stdout
+    assert "(profile local; no check judged)" in p.stdout
