@@ -1,6 +1,7 @@
 """`signoff`: the command around `pytest acceptance/` (README: quickstart).
 
     signoff run [--only FAMILY,...] [options...]   sign off: pytest on the sheet, its exit code
+    signoff run --rerun DIR [options...]           that earlier run's checks that did not pass, again
     signoff plan [--only FAMILY,...] [options...]  what a run would do; writes no report
     signoff list profiles | checks [--profile P]
     signoff show-profile P                         its thresholds after `extends`, each with its file
@@ -58,11 +59,25 @@ def run(argv: list[str]) -> int:
     if {"-h", "--help"} & set(argv):
         print("usage: signoff run [--only FAMILY,...] [options]\n\n"
               "  --only FAMILY,...   only these families or files of the sheet (signoff list checks);\n"
-              "                      the verdict is INCOMPLETE unless --partial is given too\n\n"
+              "                      the verdict is INCOMPLETE unless --partial is given too\n"
+              "  --rerun DIR         only the checks that did not pass in that earlier run (--lf: the\n"
+              "                      newest run's); INCOMPLETE unless --partial, as --only\n\n"
               "Every other option is pytest's, with signoff's in its 'GPU cluster acceptance' group:\n")
     import pytest
-    targets, rest = _only(argv)
+    targets, rest = _only(_last_failed(argv))
     return int(pytest.main([*pytest_args(), *targets, *rest]))
+
+
+def _last_failed(argv: list[str]) -> list[str]:
+    """pytest's --lf as --rerun of the newest run (an installed sheet's pytest has no --lf at
+    all: its cache is off), said on stderr."""
+    lf = {"--lf", "--last-failed"} & set(argv)
+    if not lf:
+        return argv
+    from signoff import report, rerun
+    newest = rerun.newest()
+    print(f"signoff: {rerun.LF}: --rerun {report.shown_path(newest)}", file=sys.stderr)
+    return [*(a for a in argv if a not in lf), "--rerun", str(newest)]
 
 
 def configured(argv: list[str], work):

@@ -184,7 +184,9 @@ class Recorder:
     def selection(self) -> str:
         """The options that deselect checks, as given: -k 'nosuch', -m 'slow'."""
         given = [f"{flag} {shlex.quote(v)}" for flag, v in (("-k", self.config.option.keyword),
-                                                             ("-m", self.config.option.markexpr)) if v]
+                                                             ("-m", self.config.option.markexpr),
+                                                             ("--rerun", self.config.getoption("rerun")))
+                 if v]
         return " and ".join(given) or "the selection"
 
     @pytest.hookimpl(tryfirst=True)
@@ -342,6 +344,8 @@ class Recorder:
                       + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no check judged") + ")")
         if meta.get("profile_pick"):
             tr.write_line(f"  profile {meta['profile_pick']}")
+        if meta.get("rerun"):
+            tr.write_line(f"  {report.rerun_text(meta)}")
         if doc["meta"].get("probe_env"):
             tr.write_line(f"  {report.probe_env_text(doc['meta'])}", yellow=True)
         if meta.get("partial"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +61,7 @@ def test_reports_go_to_a_timestamped_dir_by_default(tmp_path):
     try:
         assert p.returncode == 0, p.stdout
         assert len(new) == 1
-        d = new.pop()
+        d = next(iter(new))
         assert {f.name for f in d.iterdir()} >= {"report.html", "results.json", "junit.xml"}
         # the progress lines of a measuring phase leave pytest's rows whole: its "." after them
         # is on its file's row again, not an orphan line of letters
@@ -263,3 +264,46 @@ def test_a_k_that_matches_nothing_says_so(tmp_path):
                      p.stdout)
     assert p.returncode == 3 and said and said.group() in doc["meta"]["partial"], p.stdout
     assert "(profile local; no check judged)" in p.stdout
+
+
+def test_rerun_runs_again_only_what_did_not_pass(tmp_path):
+    """--rerun DIR (and --lf: the newest run's) takes up the earlier run's checks that did not
+    pass, as a partial run that names it; a dir that is no run, or one with nothing to rerun, is
+    refused in one line. Run A: storage_read_small ERRORs (a storage path that does not exist); it
+    goes to reports/ (the newest run there, for --lf)."""
+    before = set((ROOT / "reports").glob("2*"))
+    p = run("acceptance/test_storage.py", "-k", "read_small", "--profile", "local",
+            "--storage-path", str(tmp_path / "gone"), command=("pytest",))
+    made = set((ROOT / "reports").glob("2*")) - before
+    try:
+        assert p.returncode == 2 and len(made) == 1, p.stdout[-2000:]
+        a = next(iter(made))
+        run_a = json.loads((a / "results.json").read_text())["meta"]["run"]
+        small = "acceptance/test_storage.py::test_storage_read_small[localhost]"
+        # the user's commands as typed (run() turns pytest's cache off on the command line, where
+        # pytest has no --lf at all: the installed command's case, which signoff run maps)
+        for how in (["pytest", "acceptance/", "--lf"], ["pytest", "acceptance/", "--rerun", str(a)],
+                    ["signoff", "run", "--lf"]):
+            p = subprocess.run([sys.executable, "-m", *how, "--collect-only", "-q", "--profile", "local"],
+                               cwd=ROOT, capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0 and re.search(rf"^{re.escape(small)}\n\n1/\d+ tests collected",
+                                                   p.stdout, re.M), p.stdout + p.stderr
+        assert f"--lf: signoff keeps no pytest cache, so it reruns the newest run's checks that did not " \
+               f"pass: --rerun reports/{a.name}" in p.stderr
+
+        p = run("--rerun", str(a), "--profile", "local", "--report-dir", str(tmp_path / "b"))
+        doc = json.loads((tmp_path / "b" / "results.json").read_text())
+        assert [r["test"] for r in doc["results"]] == [small], p.stdout[-2000:]
+        assert doc["results"][0]["status"] == "PASS" and doc["verdict"] == "INCOMPLETE" and p.returncode == 3
+        said = f"Rerun of run {run_a} (reports/{a.name}): its 1 check that did not pass (1 ERROR)"
+        assert doc["meta"]["rerun"]["run"] == run_a and said in p.stdout, p.stdout
+        assert said in (tmp_path / "b" / "report.md").read_text()
+        assert said in (tmp_path / "b" / "report.html").read_text()
+    finally:
+        for d in made:
+            shutil.rmtree(d)
+    b = tmp_path / "b"
+    _one_clear_message(run("--rerun", str(b), "--profile", "local"), f"--rerun {b}: every check of run",
+                       "passed or was N.A.: nothing to rerun")
+    _one_clear_message(run("--rerun", str(tmp_path / "nothing"), "--profile", "local"),
+                       f"--rerun {tmp_path / 'nothing'}: cannot read it")
