@@ -241,7 +241,7 @@ def pytest_configure(config):
         _check_baseline_options(config)
         tolerance = baseline.tolerance_arg(config.getoption("baseline_tolerance"))
         base = baseline.load(config.getoption("baseline")) if config.getoption("baseline") else None
-        again = _rerun(config)
+        again = _rerun(config) if _is_acceptance_run(config) else None  # not the suite's own tests/
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = State(inv, prof, arg, klass, run_id=new_run_id(), base=base, tolerance=tolerance,

@@ -290,6 +290,9 @@ def test_rerun_runs_again_only_what_did_not_pass(tmp_path):
                                                    p.stdout, re.M), p.stdout + p.stderr
         assert f"--lf: signoff keeps no pytest cache, so it reruns the newest run's checks that did not " \
                f"pass: --rerun reports/{a.name}" in p.stderr
+        p = subprocess.run([sys.executable, "-m", "pytest", "tests/test_hostlist.py", "--lf",
+                            "--collect-only", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and "tests/test_hostlist.py::" in p.stdout, p.stdout  # not a sign-off run
 
         p = run("--rerun", str(a), "--profile", "local", "--report-dir", str(tmp_path / "b"))
         doc = json.loads((tmp_path / "b" / "results.json").read_text())
