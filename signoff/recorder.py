@@ -185,7 +185,7 @@ class Recorder:
         """The options that deselect checks, as given: -k 'nosuch', -m 'slow'."""
         given = [f"{flag} {shlex.quote(v)}" for flag, v in (("-k", self.config.option.keyword),
                                                              ("-m", self.config.option.markexpr),
-                                                             ("--rerun", self.config.getoption("rerun")))
+                                                             ("--rerun", (self.state.rerun or {}).get("dir")))
                  if v]
         return " and ".join(given) or "the selection"
 
