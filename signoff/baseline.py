@@ -23,18 +23,21 @@ MULTIPLE = 2
 CEILING = 0.95  # a profile's tolerance is below 100 % (units.parse_fraction)
 
 
-def load(path: str) -> dict:
+def load(path: str, option: str = "--baseline") -> dict:
+    """An earlier run's results.json (or its report directory's), for `option` (--baseline,
+    --rerun): one message naming the option and path where it is not one."""
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
     try:
         doc = json.loads(p.read_text())
     except OSError as exc:
-        raise InputError(f"--baseline {path}: cannot read it ({exc.strerror})") from None
+        what = "it" if p == Path(path) else "its results.json"
+        raise InputError(f"{option} {path}: cannot read {what} ({exc.strerror})") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"--baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise InputError(f"{option} {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
-        raise InputError(f"--baseline {path}: not a signoff results.json (no 'results' list)")
+        raise InputError(f"{option} {path}: not a signoff results.json (no 'results' list)")
     return expanded(doc, p.parent)  # each record whole: its threshold may be stated once in `common`
 
 

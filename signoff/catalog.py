@@ -5,6 +5,7 @@ read from the tests' source (as signoff/sheet.py reads the sheet) without import
 from __future__ import annotations
 
 import ast
+import difflib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,19 +76,41 @@ def groups(entries: list[Entry]) -> dict[str, list[str]]:
     return out
 
 
-def select(only: str, acceptance: Path | None = None) -> list[Path]:
-    """The acceptance files `--only a,b` names (families or files), in sheet order."""
+def select(only: str, acceptance: Path | None = None) -> list[str]:
+    """pytest's targets for `--only a,b`, in sheet order: the acceptance files of the families
+    and files named, and `<file>::test_<check>` for a check named (`signoff list checks`)."""
     acc = acceptance or paths.acceptance_dir()
     entries = checks(acc)
     by = groups(entries)
+    crits = {e.criterion for e in entries}
     names = [n.strip() for n in only.split(",") if n.strip()]
-    unknown = [n for n in names if n not in by]
+    unknown = [n for n in names if n not in by and n not in crits]
     if unknown or not names:
-        raise InputError(f"--only {only}: {'unknown ' + ', '.join(unknown) if unknown else 'names nothing'} "
-                         f"(families: {', '.join(sorted({e.family for e in entries}))}; "
-                         f"files: {', '.join(dict.fromkeys(e.file for e in entries))})")
-    wanted = {f for n in names for f in by[n]}
-    return [acc / f"test_{f}.py" for f in dict.fromkeys(e.file for e in entries) if f in wanted]
+        near = {n: m[0] for n in unknown if (m := difflib.get_close_matches(n, [*by, *crits], n=1))}
+        hint = "; did you mean " + ", ".join(near[n] if len(unknown) == 1 else f"{near[n]} (for {n})"
+                                             for n in near) + "?" if near else ""
+        raise InputError(f"--only {only}: {'unknown ' + ', '.join(unknown) if unknown else 'names nothing'}"
+                         f"{hint} (families: {', '.join(sorted({e.family for e in entries}))}; "
+                         f"files: {', '.join(dict.fromkeys(e.file for e in entries))}; "
+                         "checks: signoff list checks)")
+    files = {f for n in names for f in by.get(n, ())}
+    out = [target(e, acc, whole=e.file in files) for e in entries if e.file in files or e.criterion in names]
+    return list(dict.fromkeys(out))  # a whole file once
+
+
+def target(entry: Entry, acc: Path, whole: bool) -> str:
+    """pytest's argument for an entry's file (whole) or for its check alone."""
+    path = str(acc / f"test_{entry.file}.py")
+    return path if whole else f"{path}::test_{entry.criterion}"
+
+
+def picked(entries: list[Entry], targets: list[str], acceptance: Path | None = None) -> list[Entry]:
+    """The entries select()'s targets run (all of them for the acceptance directory)."""
+    acc = acceptance or paths.acceptance_dir()
+    want = set(targets)
+    if str(acc) in want:
+        return entries
+    return [e for e in entries if {target(e, acc, True), target(e, acc, False)} & want]
 
 
 def judged_by(entry: Entry, profile, origin=None, sources: bool = True) -> list[str]:

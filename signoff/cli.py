@@ -1,6 +1,7 @@
 """`signoff`: the command around `pytest acceptance/` (README: quickstart).
 
     signoff run [--only FAMILY,...] [options...]   sign off: pytest on the sheet, its exit code
+    signoff run --rerun DIR [options...]           that earlier run's checks that did not pass, again
     signoff plan [--only FAMILY,...] [options...]  what a run would do; writes no report
     signoff list profiles | checks [--profile P]
     signoff show-profile P                         its thresholds after `extends`, each with its file
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from signoff import InputError, paths
 
@@ -51,18 +51,32 @@ def _only(argv: list[str]) -> tuple[list[str], list[str]]:
     if not known.only:
         return [str(paths.acceptance_dir())], rest
     from signoff import catalog
-    return [str(p) for p in catalog.select(",".join(known.only))], rest
+    return catalog.select(",".join(known.only)), rest
 
 
 def run(argv: list[str]) -> int:
     if {"-h", "--help"} & set(argv):
         print("usage: signoff run [--only FAMILY,...] [options]\n\n"
-              "  --only FAMILY,...   only these families or files of the sheet (signoff list checks);\n"
-              "                      the verdict is INCOMPLETE unless --partial is given too\n\n"
+              "  --only NAME,...     only these families, files or checks of the sheet (signoff list\n"
+              "                      checks names them); INCOMPLETE unless --partial is given too\n"
+              "  --rerun DIR         only the checks that did not pass in that earlier run (--lf: the\n"
+              "                      newest run's); INCOMPLETE unless --partial, as --only\n\n"
               "Every other option is pytest's, with signoff's in its 'GPU cluster acceptance' group:\n")
     import pytest
-    targets, rest = _only(argv)
+    targets, rest = _only(_last_failed(argv))
     return int(pytest.main([*pytest_args(), *targets, *rest]))
+
+
+def _last_failed(argv: list[str]) -> list[str]:
+    """pytest's --lf as --rerun of the newest run (an installed sheet's pytest has no --lf at
+    all: its cache is off), said on stderr."""
+    lf = {"--lf", "--last-failed"} & set(argv)
+    if not lf:
+        return argv
+    from signoff import report, rerun
+    newest = rerun.newest()
+    print(f"signoff: {rerun.LF}: --rerun {report.shown_path(newest)}", file=sys.stderr)
+    return [*(a for a in argv if a not in lf), "--rerun", str(newest)]
 
 
 def configured(argv: list[str], work):
@@ -101,7 +115,7 @@ def plan(argv: list[str]) -> int:
     ap.add_argument("--no-contact", action="store_true")
     known, rest = ap.parse_known_args(rest)
     print(configured(rest, lambda config, state: planning.text(
-        config, state, [Path(t) for t in targets], contact=not known.no_contact)))
+        config, state, targets, contact=not known.no_contact)))
     return 0
 
 
@@ -120,9 +134,10 @@ def list_(args) -> int:
     prof = profiles.load(args.profile) if args.profile else None
     entries = catalog.checks()
     width = max(len(e.criterion) for e in entries)
+    files = max(len(f"acceptance/test_{e.file}.py") for e in entries)
     for e in entries:
         scope = catalog.SCOPES.get(e.scope, f"per {e.scope}")
-        line = f"{e.criterion:{width}}  {e.family:12} {scope:24}"
+        line = f"{e.criterion:{width}}  {e.family:12} {f'acceptance/test_{e.file}.py':{files}} {scope:24}"
         if prof:
             line += "  " + "; ".join(catalog.judged_by(e, prof))
         print(line.rstrip())
@@ -173,7 +188,7 @@ def _main(argv: list[str]) -> int:
         more = "It takes every option of signoff run (signoff run --help)"
         p = sub.add_parser("plan", help="what a run with these options would do; writes no report",
                            description=more + ": --profile, --hosts, --inventory, ...")
-        p.add_argument("--only", help="families or files of the sheet")
+        p.add_argument("--only", help="families, files or checks of the sheet (signoff list checks)")
         p.add_argument("--no-contact", action="store_true",
                        help="with --profile auto: do not ask the hosts for their sysinfo")
         p = sub.add_parser("list", help="the shipped profiles, or the checks of the sheet")

@@ -122,15 +122,20 @@ def _estimates(config, prof, picked: set[str], cols: dict, pairs: list) -> list[
     return families.estimates(config, prof, picked, [p for p in pairs if p])
 
 
-def text(config, state, targets: list[Path], contact: bool = True) -> str:
+def only_text(picked: list[catalog.Entry], targets: list[str]) -> str:
+    """What --only named: its files whole, its checks by name."""
+    whole = {Path(t).stem.removeprefix("test_") for t in targets if "::" not in t}
+    return ", ".join(sorted({e.file if e.file in whole else e.criterion for e in picked}))
+
+
+def text(config, state, targets: list[str], contact: bool = True) -> str:
     from signoff import fixtures
     inv = state.inventory
     names = [h.name for h in inv.hosts]
     cases = fixtures.parametrized(config)
     cols = {f: [i for _, i in c] for f, c in cases.items()}
     everything = catalog.checks(params=tuple(cols))
-    files = {p.stem.removeprefix("test_") for p in targets if p.is_file()}  # --only's files
-    picked = [e for e in everything if e.file in files or not files]
+    picked = catalog.picked(everything, targets)  # --only's files and checks
     prof = state.profile
     if state.job:
         launcher = f"srun steps of Slurm job {state.job}"
@@ -164,7 +169,7 @@ def text(config, state, targets: list[Path], contact: bool = True) -> str:
                      if spec.get(k, {}).get("from")), None)
     n_checks = sum(len(cols.get(e.scope, [])) if e.scope else 1 for e in picked)
     lines.append(f"checks: {len(picked)} of the sheet's {len(everything)} criteria, {n_checks} checks"
-                 + (f" (--only: {', '.join(sorted(files))})" if len(picked) < len(everything) else ""))
+                 + (f" (--only: {only_text(picked, targets)})" if len(picked) < len(everything) else ""))
     if len(picked) < len(everything) and not config.getoption("partial"):
         lines.append("  a run of a part of the sheet is INCOMPLETE unless --partial is given")
     if prof is not None or kids:

@@ -24,6 +24,7 @@ from signoff import (
     profiles,
     recorder,
     report,
+    rerun,
     slurm,
 )
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, new_run_id
@@ -80,6 +81,10 @@ def pytest_addoption(parser):
     g.addoption("--partial", action="store_true", default=False,
                 help="accept a subset of the checks (-k, one file) as a PASS; without it a "
                      "partial run's verdict is INCOMPLETE")
+    g.addoption("--rerun", default=None, metavar="DIR",
+                help="only the checks that did not pass (FAIL, ERROR, NOT RUN) in this earlier run's "
+                     "report directory: a partial run, INCOMPLETE unless --partial (--lf: the newest "
+                     "run's)")
     g.addoption("--baseline", default=None, metavar="PATH/results.json",
                 help="compare with an earlier run: figures that regressed beyond "
                      "--baseline-tolerance, hosts that appeared or vanished (cover, results.json)")
@@ -128,6 +133,27 @@ def _check_baseline_options(config) -> None:
         raise InputError("--fail-on-regression without --baseline: no earlier run to find "
                          "regressions against, so it would fail nothing; add --baseline "
                          "PATH/results.json or leave --fail-on-regression out")
+
+
+def _rerun(config) -> dict | None:
+    """--rerun DIR, or pytest's --lf (an option of the clone's pytest, whose cache signoff turns
+    off: it would rerun nothing signoff did not run, silently) as the newest run's rerun."""
+    arg = config.getoption("rerun")
+    if arg is None and config.getoption("lf", False):
+        return rerun.load(str(rerun.newest()), via=rerun.LF)
+    return rerun.load(arg) if arg is not None else None
+
+
+def pytest_collection_modifyitems(config, items):
+    """--rerun: the earlier run's checks that did not pass, the rest deselected (said, as -k's)."""
+    state = config.stash.get(STATE, None)
+    if not state or not state.rerun:
+        return
+    again = set(state.rerun["tests"])
+    keep = [i for i in items if i.nodeid in again]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in again])
+        items[:] = keep
 
 
 def _refuse_xdist(config) -> None:
@@ -215,12 +241,14 @@ def pytest_configure(config):
         _check_baseline_options(config)
         tolerance = baseline.tolerance_arg(config.getoption("baseline_tolerance"))
         base = baseline.load(config.getoption("baseline")) if config.getoption("baseline") else None
+        again = _rerun(config) if _is_acceptance_run(config) else None  # not the suite's own tests/
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = State(inv, prof, arg, klass, run_id=new_run_id(), base=base, tolerance=tolerance,
-                  job=slurm.allocation()[0] if launcher(config) == "slurm" else None)
+                  job=slurm.allocation()[0] if launcher(config) == "slurm" else None, rerun=again)
     config.stash[STATE] = state
-    if not _is_acceptance_run(config):
+    # --collect-only lists the checks, as pytest does: no run, so no report directory, exit 0
+    if not _is_acceptance_run(config) or config.option.collectonly:
         return
     _refuse_xdist(config)
     # signoff's own section says every problem, grouped by cause (a fault on 300 hosts is one
@@ -257,6 +285,7 @@ def pytest_configure(config):
         "launcher": {"launcher": "slurm", "job": state.job} if state.job else {"launcher": "ssh"},
         "operator": report.operator(),
         "suite_version": report.suite_version(),
+        **({"rerun": {k: v for k, v in again.items() if k != "tests"}} if again else {}),
     })
     config.pluginmanager.register(Recorder(state, config), "signoff-recorder")
     # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.

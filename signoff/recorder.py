@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 from collections import Counter
 from html import escape
 from pathlib import Path
@@ -173,10 +174,20 @@ class Recorder:
         if not missing:
             return None
         self.state.results.set_meta(not_judged=[f"{c}[{h}]" for c, h in missing])
+        if not self.selected and self.deselected:  # not 49 checks named: what left them all out
+            return f"{self.selection()} matched no check of the sign-off sheet ({self.deselected} deselected)"
         checks = list(dict.fromkeys(c for c, _ in missing))
         return (f"{len(missing)} checks of the sign-off sheet not judged ("
                 + ", ".join(checks[:8]) + (f" and {len(checks) - 8} more" if len(checks) > 8 else "")
                 + ")" + (f"; {self.deselected} deselected" if self.deselected else ""))
+
+    def selection(self) -> str:
+        """The options that deselect checks, as given: -k 'nosuch', -m 'slow'."""
+        given = [f"{flag} {shlex.quote(v)}" for flag, v in (("-k", self.config.option.keyword),
+                                                             ("-m", self.config.option.markexpr),
+                                                             ("--rerun", (self.state.rerun or {}).get("dir")))
+                 if v]
+        return " and ".join(given) or "the selection"
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
@@ -330,9 +341,11 @@ class Recorder:
         tr.section("signoff")
         counts = Counter(r["status"] for r in doc["results"])
         tr.write_line(f"verdict: {verdict_text(doc['verdict'])}  (profile {doc['meta'].get('profile')}; "
-                      + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
+                      + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no check judged") + ")")
         if meta.get("profile_pick"):
             tr.write_line(f"  profile {meta['profile_pick']}")
+        if meta.get("rerun"):
+            tr.write_line(f"  {report.rerun_text(meta)}")
         if doc["meta"].get("probe_env"):
             tr.write_line(f"  {report.probe_env_text(doc['meta'])}", yellow=True)
         if meta.get("partial"):

@@ -296,6 +296,7 @@ def cover(verdict: str, doc: dict) -> str:
             + "".join(f"<br>&nbsp;&nbsp;{escape(x)}" for x in identity_lines(doc))
             + (f"<br>Profile {escape(meta['profile_pick'])}" if meta.get("profile_pick") else "")
             + f"<br>{escape(run_line(meta))}"
+            + (f"<br><b>{escape(rerun_text(meta))}</b>" if meta.get("rerun") else "")
             + (f"<br><b>{escape(excluded_text(meta))}</b>" if meta.get("excluded") else "")
             + f"<br>Launcher: {escape(launcher(meta, records))}"
             + (f"<br><b>{escape(probe_env_text(meta))}</b>" if meta.get("probe_env") else "")
@@ -303,6 +304,15 @@ def cover(verdict: str, doc: dict) -> str:
             + "</p><p>PASS needs every applicable check to run and pass; ERROR means the check "
             "could not measure (it is not a pass); N.A. means the profile does not apply it to "
             "that host; NOT RUN means it was not measured (see the Methodology).</p></div>")
+
+
+def rerun_text(meta: dict) -> str:
+    """The line the terminal, the cover and report.md give a --rerun (signoff/rerun.py)."""
+    r = meta["rerun"]
+    how = ", ".join(f"{n} {s}" for s, n in r["statuses"].items())
+    n = r["checks"]
+    return (f"Rerun of run {r['run']} ({r['dir']}): its {n} check{'s' * (n != 1)} that did not pass ({how})"
+            + (f"; {r['via']}" if r.get("via") else ""))
 
 
 def partial_text(meta: dict) -> str:
@@ -783,6 +793,7 @@ def markdown(doc: dict) -> str:
            *(f"{md_text(x)}  " for x in identity_lines(doc)),
            *([f"Profile {md_text(meta['profile_pick'])}  "] if meta.get("profile_pick") else []),
            run_line(meta), "",
+           *([f"**{md_text(rerun_text(meta))}**", ""] if meta.get("rerun") else []),
            *([f"**{md_text(excluded_text(meta))}**", ""] if meta.get("excluded") else []),
            *([f"**{probe_env_text(meta)}**", ""] if meta.get("probe_env") else []),
            "Checks: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]), "",

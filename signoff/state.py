@@ -38,6 +38,7 @@ class State:
     base: dict | None = None  # --baseline's results.json
     tolerance: float | None = None  # --baseline-tolerance; else the profile's baseline:
     fleet: Fleet | None = None  # once the first check has started it (the fleet fixture)
+    rerun: dict | None = None  # --rerun (or --lf): the earlier run's checks to run again
 
 
 STATE = pytest.StashKey[State]()

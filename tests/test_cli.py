@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +61,7 @@ def test_reports_go_to_a_timestamped_dir_by_default(tmp_path):
     try:
         assert p.returncode == 0, p.stdout
         assert len(new) == 1
-        d = new.pop()
+        d = next(iter(new))
         assert {f.name for f in d.iterdir()} >= {"report.html", "results.json", "junit.xml"}
         # the progress lines of a measuring phase leave pytest's rows whole: its "." after them
         # is on its file's row again, not an orphan line of letters
@@ -198,3 +199,114 @@ def test_make_accept_says_signoffs_exit_code_which_make_turns_into_2(tmp_path, v
     assert (f"make accept: signoff exit code {code} (README: Exit codes); make's own exit status is 2 "
             "whatever the code: in CI call signoff run, not make accept") in p.stdout, p.stdout[-3000:]
     assert f"Error {code}" in p.stderr  # make's own line names the recipe's code too
+
+
+def pytest_alone(where: Path) -> str:
+    """A Python with pytest and nothing of signoff's (a bare clone's system python3 and
+    python3-pytest): Debian's where installed, else a venv that reaches only pytest's own
+    distributions (this venv's, by symlinks: no download)."""
+    system = "/usr/bin/python3"
+    probe = "import pytest, importlib.util as u; assert u.find_spec('ClusterShell') is None"
+    if Path(system).exists() and subprocess.run([system, "-c", probe], capture_output=True).returncode == 0:
+        return system
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where / "venv")], check=True)
+    only = where / "pytest-only"
+    only.mkdir()
+    todo, seen = ["pytest"], set()
+    while todo:
+        dist = metadata.distribution(todo.pop())
+        if dist.metadata["Name"] in seen:
+            continue
+        seen.add(dist.metadata["Name"])
+        tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
+        for top in tops:
+            if not (only / top).exists():
+                (only / top).symlink_to(dist.locate_file(top))
+        todo += [r.name for r in map(Requirement, dist.requires or [])
+                 if r.marker is None or r.marker.evaluate({"extra": ""})]
+    python = where / "venv" / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "pytest-only.pth").write_text(f"{only}\n")
+    return str(python)
+
+
+def test_a_bare_clone_says_how_to_install(tmp_path):
+    """`pytest acceptance/` before any install: one line naming the install commands, pytest's
+    usage code, not the plugin's ImportError traceback of a missing ClusterShell."""
+    python = pytest_alone(tmp_path)
+    p = subprocess.run([python, "-m", "pytest", "acceptance/", "--profile", "local"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 4, p.stdout + p.stderr
+    lines = (p.stdout + p.stderr).strip().splitlines()
+    assert len(lines) == 1 and "missing ClusterShell" in lines[0], lines
+    assert "`make accept`" in lines[0] and "`pip install .` into a venv" in lines[0]
+
+
+def test_collect_only_lists_the_checks_and_writes_nothing(tmp_path):
+    """--collect-only is pytest's: the checks listed, exit 0, no run, so no report directory."""
+    before = set((ROOT / "reports").glob("2*"))
+    p = run("--collect-only", "-q", "--profile", "local")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "acceptance/test_health.py::test_error_counters[localhost]" in p.stdout
+    assert set((ROOT / "reports").glob("2*")) == before
+    p = run("--collect-only", "-q", "--profile", "local", "--report-dir", str(tmp_path / "r"))
+    assert p.returncode == 0 and not (tmp_path / "r").exists(), p.stdout
+
+
+def test_a_k_that_matches_nothing_says_so(tmp_path):
+    p = run("-k", "nosuch or nosuch2", "--report-dir", str(tmp_path), "--profile", "local")
+    doc = json.loads((tmp_path / "results.json").read_text())
+    said = re.search(r"-k 'nosuch or nosuch2' matched no check of the sign-off sheet \(\d+ deselected\)",
+                     p.stdout)
+    assert p.returncode == 3 and said and said.group() in doc["meta"]["partial"], p.stdout
+    assert "(profile local; no check judged)" in p.stdout
+
+
+def test_rerun_runs_again_only_what_did_not_pass(tmp_path):
+    """--rerun DIR (and --lf: the newest run's) takes up the earlier run's checks that did not
+    pass, as a partial run that names it; a dir that is no run, or one with nothing to rerun, is
+    refused in one line. Run A: storage_read_small ERRORs (a storage path that does not exist); it
+    goes to reports/ (the newest run there, for --lf)."""
+    before = set((ROOT / "reports").glob("2*"))
+    p = run("acceptance/test_storage.py", "-k", "read_small", "--profile", "local",
+            "--storage-path", str(tmp_path / "gone"), command=("pytest",))
+    made = set((ROOT / "reports").glob("2*")) - before
+    try:
+        assert p.returncode == 2 and len(made) == 1, p.stdout[-2000:]
+        a = next(iter(made))
+        run_a = json.loads((a / "results.json").read_text())["meta"]["run"]
+        small = "acceptance/test_storage.py::test_storage_read_small[localhost]"
+        # the user's commands as typed (run() turns pytest's cache off on the command line, where
+        # pytest has no --lf at all: the installed command's case, which signoff run maps)
+        for how in (["pytest", "acceptance/", "--lf"], ["pytest", "acceptance/", "--rerun", str(a)],
+                    ["signoff", "run", "--lf"]):
+            p = subprocess.run([sys.executable, "-m", *how, "--collect-only", "-q", "--profile", "local"],
+                               cwd=ROOT, capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0 and re.search(rf"^{re.escape(small)}\n\n1/\d+ tests collected",
+                                                   p.stdout, re.M), p.stdout + p.stderr
+        assert f"--lf: signoff keeps no pytest cache, so it reruns the newest run's checks that did not " \
+               f"pass: --rerun reports/{a.name}" in p.stderr
+        p = subprocess.run([sys.executable, "-m", "pytest", "tests/test_hostlist.py", "--lf",
+                            "--collect-only", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and "tests/test_hostlist.py::" in p.stdout, p.stdout  # not a sign-off run
+
+        p = run("--rerun", str(a), "--profile", "local", "--report-dir", str(tmp_path / "b"))
+        doc = json.loads((tmp_path / "b" / "results.json").read_text())
+        assert [r["test"] for r in doc["results"]] == [small], p.stdout[-2000:]
+        assert doc["results"][0]["status"] == "PASS" and doc["verdict"] == "INCOMPLETE" and p.returncode == 3
+        said = f"Rerun of run {run_a} (reports/{a.name}): its 1 check that did not pass (1 ERROR)"
+        assert doc["meta"]["rerun"]["run"] == run_a and said in p.stdout, p.stdout
+        assert said in (tmp_path / "b" / "report.md").read_text()
+        assert said in (tmp_path / "b" / "report.html").read_text()
+    finally:
+        for d in made:
+            shutil.rmtree(d)
+    b = tmp_path / "b"
+    _one_clear_message(run("--rerun", str(b), "--profile", "local"), f"--rerun {b}: every check of run",
+                       "passed or was N.A.: nothing to rerun")
+    _one_clear_message(run("--rerun", str(tmp_path / "nothing"), "--profile", "local"),
+                       f"--rerun {tmp_path / 'nothing'}: cannot read it")

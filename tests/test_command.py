@@ -57,8 +57,11 @@ def test_list_checks_is_the_sheet_with_thresholds(capsys):
     lines = out.splitlines()
     assert rc == 0 and [ln.split()[0] for ln in lines] == [c for c, _ in sheet.checks(ROOT / "acceptance",
                                                                                     ("host", "pair"))]
-    assert re.search(r"(?m)^net_pair_bandwidth +network +per host pair$", out)
-    assert re.search(r"(?m)^storage_read_aggregate +storage +once, all hosts at once$", out)
+    # each check's file: what --only's check names and files select (test_only_names_...)
+    assert re.search(r"(?m)^net_pair_bandwidth +network +acceptance/test_network\.py +per host pair$", out)
+    assert re.search(r"(?m)^storage_read_aggregate +storage +acceptance/test_storage\.py +once, all hosts "
+                     r"at once$", out)
+    assert re.search(r"(?m)^gpu_model +gpu +acceptance/test_gpu_health\.py +per host$", out)
     rc, out, _ = main(capsys, "list", "checks", "--profile", "h200-1x")
     rows = {ln.split()[0]: ln for ln in out.splitlines()}
     assert "p2p_bandwidth >= 335 GB/s (source: Azure/azurehpc-health-checks" in rows["p2p_bandwidth"]
@@ -68,15 +71,27 @@ def test_list_checks_is_the_sheet_with_thresholds(capsys):
     assert main(capsys, "list", "checks", "--profile", "nosuch")[0] == cli.USAGE_ERROR
 
 
-def test_only_names_families_and_files(capsys):
+def test_only_names_families_files_and_checks(capsys):
     acc = ROOT / "acceptance"
-    assert catalog.select("gpu") == [acc / "test_gpu_health.py", acc / "test_health.py"]
-    assert catalog.select("health, storage") == [acc / "test_health.py", acc / "test_storage.py"]
-    with pytest.raises(InputError, match=r"--only gpux: unknown gpux \(families: gpu, interconnect.*"
-                                         r"files: gpu_health, health, interconnect"):
+    assert catalog.select("gpu") == [f"{acc}/test_gpu_health.py", f"{acc}/test_health.py"]
+    assert catalog.select("health, storage") == [f"{acc}/test_health.py", f"{acc}/test_storage.py"]
+    # a check by the name signoff list checks prints: that test alone (every host of it); its
+    # file once where the file is named too
+    assert catalog.select("storage_read_seq,gpu_model") == [f"{acc}/test_gpu_health.py::test_gpu_model",
+                                                            f"{acc}/test_storage.py::test_storage_read_seq"]
+    assert catalog.select("storage,storage_read_seq") == [f"{acc}/test_storage.py"]
+    with pytest.raises(InputError, match=r"--only gpux: unknown gpux; did you mean gpu\? \(families: gpu, "
+                                         r"interconnect.*files: gpu_health, health, interconnect.*; checks: "
+                                         r"signoff list checks\)"):
         catalog.select("gpux")
-    rc, _, err = main(capsys, "run", "--only", "nosuch")
-    assert rc == cli.USAGE_ERROR and "--only nosuch: unknown nosuch" in err
+    rc, out, _ = main(capsys, "plan", "--no-contact", "--profile", "local", "--only", "gpu_model,storage")
+    assert rc == 0 and "checks: 4 of the sheet's" in out and "(--only: gpu_model, storage)" in out, out
+    p = signoff("run", "--only", "gpu_model", "--profile", "local", "--collect-only", "-q")
+    assert p.returncode == 0 and re.search(r"^acceptance/test_gpu_health\.py::test_gpu_model\[localhost\]\n\n"
+                                           r"1 test collected", p.stdout, re.M), p.stdout + p.stderr
+    rc, _, err = main(capsys, "run", "--only", "gpu_modle,nosuchthing")
+    assert rc == cli.USAGE_ERROR and ("--only gpu_modle,nosuchthing: unknown gpu_modle, nosuchthing; did "
+                                      "you mean gpu_model (for gpu_modle)? (families") in err, err
 
 
 def test_show_profile_says_where_each_key_comes_from(tmp_path, capsys):
