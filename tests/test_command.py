@@ -163,7 +163,7 @@ def test_run_passes_options_through_and_rebuild_wraps(tmp_path):
 
 def test_calibrate_wraps_signoff_calibrate(tmp_path):
     p = signoff("calibrate", str(ROOT / "reports/examples/h200-1x"), "--out", str(tmp_path / "site.yaml"))
-    assert p.returncode == 2 and "not calibrated: the run has 2 FAIL" in p.stderr
+    assert p.returncode == cli.USAGE_ERROR and "not calibrated: the run has 2 FAIL" in p.stderr
     assert "--margin" in signoff("calibrate", "--help").stdout
 
 
