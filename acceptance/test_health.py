@@ -92,7 +92,7 @@ def test_error_counters(host, check, health):
     iface = host.session.host.data_iface if host.session else None
     ifaces = [iface] if iface else []
     if not (before["infiniband"] or before["pcie_replay"] or ifaces):
-        not_applicable(f"{host}: no InfiniBand port, GPU or data_iface (inventory) to watch")
+        not_applicable(f"{host}: {judge.NOTHING_TO_WATCH}")
     after = health.counters(host.name)
     grew, unread = judge.counter_growth(before, after, ifaces)
     if unread and not grew:

@@ -6,9 +6,9 @@ writes a profile that `extends` the run's profile, with every figure the run mea
 threshold: the slowest host, GPU or pair times the margin (the hottest over the margin for a
 maximum, such as a temperature), never looser than a cited threshold of the class. Each
 `source:` names the run (UTC time, hosts, GPU serials, suite version, profile). A run whose
-verdict is not PASS (a FAIL, an ERROR, a run that was not complete) and a margin outside (0, 1]
-are refused; the criteria it
-could not calibrate are listed with why."""
+verdict is not PASS (a FAIL, an ERROR, a run that was not complete), a run with any check ERROR
+whatever its verdict, and a margin outside (0, 1] are refused (exit code 4); the criteria it
+could not calibrate are listed with why, and the `--profile` that names the file it wrote."""
 
 from __future__ import annotations
 
@@ -57,12 +57,15 @@ def refusal(doc: dict, margin: float) -> str | None:
     guarded = sorted({r["criterion"] for r in doc["results"] if r["status"] == "NOT RUN"})
     if guarded:
         return f"checks NOT RUN ({', '.join(guarded)}): a hardware-class mismatch or an unfinished run"
-    if doc["verdict"] != "PASS":  # ERROR: a node whose checks could not measure is not known-good
-        errored = sorted({f"{r['criterion']}[{r['host']}]" for r in doc["results"] if r["status"] == "ERROR"})
+    # any ERROR, whatever the verdict says (a results.json edited, or of another version): a
+    # node whose checks could not measure is not known-good, and its figures are not all there
+    errored = sorted({f"{r['criterion']}[{r['host']}]" for r in doc["results"] if r["status"] == "ERROR"})
+    if doc["verdict"] != "PASS" or errored:
         more = " ..." if len(errored) > 6 else ""
-        return (f"its verdict is {doc['verdict']}"
-                + (f": {len(errored)} ERROR ({', '.join(errored[:6])}{more}): checks that could not "
-                   f"measure; fix the run (or the profile) and run again" if errored else ""))
+        return ((f"its verdict is {doc['verdict']}" if doc["verdict"] != "PASS" else "the run")
+                + (f"{':' if doc['verdict'] != 'PASS' else ' has'} {len(errored)} ERROR "
+                   f"({', '.join(errored[:6])}{more}): checks that could not measure; fix the run (or "
+                   f"the profile) and run again" if errored else ""))
     return None
 
 
@@ -228,13 +231,15 @@ def main(argv=None) -> int:
         prof, skipped = site_profile(a.report_dir, a.margin, a.out)
     except InputError as exc:
         print(f"signoff calibrate: {exc}", file=sys.stderr)
-        return 2
+        return results.EXIT_USAGE  # refused, as the command refuses bad options: nothing written
+    a.out.parent.mkdir(parents=True, exist_ok=True)  # --out thresholds/site.yaml in a fresh directory
     head = (f"# Written by python -m signoff.calibrate {a.report_dir} --margin {a.margin:g}\n"
             + "".join(f"# not calibrated: {n}: {why}\n" for n, why in skipped.items()))
     a.out.write_text(head + yaml.safe_dump(prof, sort_keys=False, width=200))
     profiles.load(str(a.out.resolve()))  # what it wrote loads (a bad value would be ours)
     print(f"{a.out}: {len(prof['criteria'])} criteria calibrated"
           + (f"; not calibrated: {', '.join(skipped)}" if skipped else ""))
+    print(f"sign off with it: --profile {profiles.naming(a.out)}")
     return 0
 
 

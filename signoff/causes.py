@@ -73,14 +73,17 @@ class Cause:
     named: bool  # the text names its hosts itself (no 'hosts: ' in front needed)
 
 
-def fold(items: list[tuple[str, str | None]], addresses: dict[str, str | None] | None = None) -> list[Cause]:
-    """(host, message) pairs folded by cause, the widest first (then in the order given)."""
+def fold(items: list[tuple[str, str | None]], addresses: dict[str, str | None] | None = None,
+         exact: bool = False) -> list[Cause]:
+    """(host, message) pairs folded by cause, the widest first (then in the order given);
+    `exact`: only messages the same but for the host's own name and address (the preflight,
+    where a version or line rate that differs is the news)."""
     addresses = addresses or {}
     by: dict[str, list[int]] = {}
     own = []
     for i, (host, message) in enumerate(items):
         own.append(_own(message, host, addresses.get(host)))
-        by.setdefault(_normal(own[-1]), []).append(i)
+        by.setdefault(own[-1] if exact else _normal(own[-1]), []).append(i)
     out = []
     for members in by.values():
         hosts = list(dict.fromkeys(items[i][0] for i in members))
@@ -94,14 +97,15 @@ def fold(items: list[tuple[str, str | None]], addresses: dict[str, str | None] |
     return sorted(out, key=lambda c: -len(c.hosts))
 
 
-def cause_lines(why: dict[str, str], addresses: dict[str, str | None] | None = None,
-                front: bool = False) -> list[str]:
+def cause_lines(why: dict[str, str] | list[tuple[str, str]], addresses: dict[str, str | None] | None = None,
+                front: bool = False, exact: bool = False) -> list[str]:
     """One line per cause, its hosts folded, the widest first: 'unreachable: DNS: cannot
     resolve nosuch[001-050] (Name or service not known)', 'lab[2-3]: unreachable: connection
     refused by 10.0.0.[2-3]:22 (...)'; the hosts named in front where the cause does not name
-    them (always, `front`); a cause whose figures differ by host said as on its first host."""
+    them (always, `front`); a cause whose figures differ by host said as on its first host.
+    `why` may hold several messages per host as (host, message) pairs; `exact`: see fold()."""
     out = []
-    for c in fold(list(why.items()), addresses):
+    for c in fold(list(why.items() if isinstance(why, dict) else why), addresses, exact):
         line = c.text if c.named and c.alike and not front else f"{_fold_any(c.hosts)}: {c.text}"
         out.append(line if c.alike else f"{line} (as on {c.hosts[0]}; each host's own in results.json)")
     return out

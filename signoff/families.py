@@ -11,6 +11,9 @@ A family's __init__ (light: no controller imports, the profile loader reads it) 
   load(report_dir, doc)   optional: bound()'s inverse, what signoff.results.load() reads back
   estimate(config, profile, picked, pairs)   optional: `signoff plan`'s lines for its long
              measurements (picked: the criteria that will run; pairs: the host pairs)
+  preflight(ctx, host, facts)   optional: (what the host's sysinfo says of its part, e.g. "data_iface
+             ib0 (400 Gb/s)"; the checks of its own that will ERROR or be N.A. there and why, in
+             the check's words), for the preflight of `signoff plan` and a run (signoff/preflight.py)
 and its probes are signoff/<family>/probe_<name>.py, shipped to every host as <name>.py.
 Adding a family touches its folder, a profile and one acceptance file (docs/architecture.md)."""
 
@@ -75,3 +78,14 @@ def estimates(config, profile, picked, pairs) -> list[str]:
     """`signoff plan`'s time of every family's long measurements, in the families' order."""
     return [ln for mod in modules() if getattr(mod, "estimate", None)
             for ln in mod.estimate(config, profile, picked, pairs)]
+
+
+def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
+    """Every family's preflight of one host, in the families' order (signoff/preflight.py)."""
+    said, warned = [], []
+    for mod in modules():
+        if getattr(mod, "preflight", None):
+            s, w = mod.preflight(ctx, host, facts)
+            said += s
+            warned += w
+    return said, warned

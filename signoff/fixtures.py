@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from signoff import InputError, causes, profiles, report, slurm
+from signoff import InputError, causes, hostlist, preflight, profiles, report, slurm
 from signoff.check import Check
 from signoff.fleet import Fleet, HostSession, lacks
-from signoff.results import ALL
+from signoff.results import ALL, split_nodeid
 from signoff.state import STATE, State
 from signoff.terminal import Terminal
 
@@ -130,7 +130,8 @@ def fleet(request, pytestconfig):
               pytestconfig.getoption("connect_timeout"), pytestconfig.getoption("probe_timeout"),
               on_facts=_on_facts(state), on_note=_on_note(state), run=state.run_id,
               lock_wait=pytestconfig.getoption("lock_wait"),
-              max_parallel=pytestconfig.getoption("max_parallel"), slurm=job)
+              max_parallel=pytestconfig.getoption("max_parallel"), slurm=job,
+              storage_path=pytestconfig.getoption("storage_path"))
     f.progress = Terminal(pytestconfig).progress
     for name in state.inventory.hosts if job else ():
         if name.name in job.dead:  # DOWN/DRAIN before the run: named in the report
@@ -184,13 +185,27 @@ def _stop_if_none_answered(session, state: State, fleet: Fleet) -> None:
                 f"cause{'s' if len(lines) > 1 else ''}", returncode=pytest.ExitCode.TESTS_FAILED)
 
 
+# How long the run's preflight lines wait for the hosts' sysinfo (a GPU host's takes seconds):
+# a host slower than that is left out of them, never waited for (its checks say why).
+PREFLIGHT_WAIT_S = 10
+
+
 @pytest.fixture(scope="session")
-def profile(pytestconfig, fleet) -> profiles.Profile:
+def profile(request, pytestconfig, fleet) -> profiles.Profile:
     state = pytestconfig.stash[STATE]
     picking = state.profile is None
     prof = pick_profile(state, fleet)
+    say = Terminal(pytestconfig).say
     if picking:  # which variant (or class) the hosts' NVML picked, said before any check of it
-        Terminal(pytestconfig).say(f"profile {state.pick}")
+        say(f"profile {state.pick}")
+    # what each host will give the checks, and which will ERROR or be N.A. for it (signoff plan's)
+    picked = {split_nodeid(i.nodeid)[0] for i in request.session.items}
+    answers = fleet.answers(PREFLIGHT_WAIT_S)
+    for line in preflight.lines(pytestconfig, state.inventory, answers, prof, picked):
+        say(line)
+    if len(answers) < len(fleet.names):
+        say(f"  not answered within {PREFLIGHT_WAIT_S} s: "
+            f"{hostlist.fold([n for n in fleet.names if n not in answers])} (their checks say why)")
     return prof
 
 

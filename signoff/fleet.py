@@ -407,8 +407,11 @@ class Fleet:
     def __init__(self, inventory: Inventory, accept_new_host_keys: bool = False,
                  connect_timeout: float = 10, probe_timeout: float = 180, on_facts=None,
                  on_note=None, run: str | None = None, lock_wait: float = 0,
-                 max_parallel: int = MAX_PARALLEL, slurm=None):
+                 max_parallel: int = MAX_PARALLEL, slurm=None, storage_path: str | None = None,
+                 lock: bool = True):
         self.inventory = inventory
+        self.storage_path = storage_path  # --storage-path: sysinfo's preflight reads that path
+        self.lock = lock  # False: `signoff plan`, which only asks, beside a run holding the lock
         self.run = run or new_run_id()
         ctl = socket.gethostname()
         self.owner = (f"run {self.run} by {getpass.getuser()}@{ctl} "
@@ -454,8 +457,12 @@ class Fleet:
 
     def _gather(self, name: str, s: HostSession) -> dict:
         try:
-            s.take_lock(self.run, self.owner, self.lock_wait, self.probe_timeout)
-            facts = s.probe("sysinfo", timeout=self.probe_timeout)
+            if self.lock:
+                s.take_lock(self.run, self.owner, self.lock_wait, self.probe_timeout)
+            # the path the storage checks read and the data interface (storage/run.py, the
+            # network family's data_address): sysinfo's preflight says what they will find
+            facts = s.probe("sysinfo", "--storage-path", self.storage_path or s.host.storage_path or "",
+                            "--data-iface", s.host.data_iface or "", timeout=self.probe_timeout)
             s.interpreter_said(facts)
         except (HostUnreachable, ProbeError) as exc:
             if self.on_facts:
@@ -485,6 +492,14 @@ class Fleet:
             if any(not f.cancelled() and f.exception() is None for f in done):
                 return True
         return False
+
+    def answers(self, within: float) -> dict[str, dict | Exception]:
+        """The hosts that answered (or failed) within `within` s of now, each its sysinfo or its
+        error; a host still gathering is left out (the run's preflight lines wait no longer)."""
+        if not self._facts:
+            self.start()
+        wait(self._facts.values(), timeout=within)
+        return {n: (f.exception() or f.result()) for n, f in self._facts.items() if f.done()}
 
     def all_facts(self) -> dict[str, dict | Exception]:
         """Every host's sysinfo, or its error; gathered once (every host's check may ask)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from signoff import catalog, causes, families, hostlist, paths, profiles
+from signoff import catalog, causes, families, hostlist, paths, preflight, profiles
 
 FOLD = 12  # pair ids listed before "and N more"
 
@@ -97,21 +97,22 @@ def by_variant(entry, kids: list[profiles.Profile]) -> str:
     return "; ".join(out)
 
 
-def auto_pick(config, state) -> tuple[profiles.Profile, dict[str, str]]:
-    """What --profile auto picks on these hosts, and why each host that did not answer did not:
-    their sysinfo (the run's first step: lock, temp dir, sysinfo probe, cleanup), then the
-    plugin's own vote."""
+def ask(config, state) -> tuple[profiles.Profile, dict]:
+    """The hosts' sysinfo (the run's first step: temp dir, sysinfo probe with its preflight,
+    cleanup; never the run lock: asking beside a run that holds it is harmless, and a plan must
+    not wait for it or say "no host answered") and the profile: --profile's, or what auto (or a
+    class base) picks on them by the plugin's own vote. (profile, host -> sysinfo or its error)."""
     from signoff import fixtures, slurm
     from signoff.fleet import Fleet
     job = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
     fleet = Fleet(state.inventory, config.getoption("accept_new_host_keys"),
                   config.getoption("connect_timeout"), config.getoption("probe_timeout"),
-                  run=state.run_id, lock_wait=config.getoption("lock_wait"),
-                  max_parallel=config.getoption("max_parallel"), slurm=job)
+                  run=state.run_id, max_parallel=config.getoption("max_parallel"), slurm=job,
+                  storage_path=config.getoption("storage_path"), lock=False)
     try:
         fleet.start()
-        prof = fixtures.pick_profile(state, fleet)  # the run's own vote
-        return prof, {n: str(e) for n, e in fleet.all_facts().items() if isinstance(e, Exception)}
+        facts = fleet.all_facts()
+        return fixtures.pick_profile(state, fleet), facts  # the run's own vote
     finally:
         fleet.close()
 
@@ -147,11 +148,18 @@ def text(config, state, targets: list[str], contact: bool = True) -> str:
              "no report written)",
              f"hosts: {len(names)} from {inv.source}: {hostlist.fold(names)}  ({launcher})"]
     kids = profiles.variants(state.class_base) if state.class_base else []
-    if prof is None and contact:
-        prof, silent = auto_pick(config, state)
-        lines.append(f"--profile {state.profile_arg} picks {prof.name} on these hosts (asked for their "
-                     f"sysinfo)" + (f"; no answer from {causes.causes(silent)}" if silent else ""))
-        lines.append(f"  {state.pick}")
+    facts = None
+    if contact:
+        picking = prof is None
+        prof, facts = ask(config, state)
+        silent = {n: str(e) for n, e in facts.items() if isinstance(e, Exception)}
+        no_answer = f"; no answer from {causes.causes(silent)}" if silent else ""
+        if picking:
+            lines.append(f"--profile {state.profile_arg} picks {prof.name} on these hosts (asked for their "
+                         f"sysinfo){no_answer}")
+            lines.append(f"  {state.pick}")
+        else:
+            lines.append(f"asked the hosts for their sysinfo{no_answer or ': every host answered'}")
     elif prof is None and kids:
         lines.append(f"--profile {state.profile_arg}: a class base: the variant is picked at the start of "
                      f"the run from the hosts' NVML (the majority of its hosts) among "
@@ -175,6 +183,8 @@ def text(config, state, targets: list[str], contact: bool = True) -> str:
     if prof is not None or kids:
         head = profile_text(prof or state.class_base).split("\n", 1)[0]
         lines.append(head.replace("profile ", "profile: ", 1))
+    if facts is not None:  # before the checks: what each host gives them, what will ERROR or N.A.
+        lines += preflight.lines(config, inv, facts, prof, {e.criterion for e in picked})
     for scope in dict.fromkeys(e.scope for e in picked):
         ids = cols.get(scope, [])
         if scope == "host":

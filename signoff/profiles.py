@@ -157,15 +157,34 @@ def _resolve(name_or_path: str, base_dir: Path) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or "/" in name_or_path:
         cand = p if p.is_absolute() or p.exists() else base_dir / p
-    else:
-        cand = base_dir / f"{name_or_path}.yaml"
-        shipped = PROFILE_DIR / f"{name_or_path}.yaml"
-        if not cand.is_file() and shipped.is_file():  # a user's profile may extend a shipped one
-            cand = shipped
-    if not cand.is_file():
+        if not cand.is_file():
+            names = ", ".join(concrete(base_dir)) or "none"
+            raise InputError(f"profile {name_or_path!r}: no such file {cand} (profiles here: {names})")
+        return cand
+    # a name: beside the file that names it (or the shipped ones), the shipped ones (a user's
+    # profile may extend one), then ./thresholds/ of the current directory, where `signoff
+    # calibrate --out thresholds/site.yaml` of an installed signoff writes a site profile
+    looked = list(dict.fromkeys([base_dir / f"{name_or_path}.yaml", PROFILE_DIR / f"{name_or_path}.yaml",
+                                 Path.cwd() / "thresholds" / f"{name_or_path}.yaml"]))
+    found = next((c for c in looked if c.is_file()), None)
+    if found is None:
         names = ", ".join(concrete(base_dir)) or "none"
-        raise InputError(f"profile {name_or_path!r}: no such file {cand} (profiles here: {names})")
-    return cand
+        raise InputError(f"profile {name_or_path!r}: no such file (looked for "
+                         f"{' and '.join(map(str, looked))}); a profile elsewhere: pass its path, "
+                         f"--profile PATH.yaml (profiles here: {names})")
+    return found
+
+
+def naming(path) -> str:
+    """What --profile names the profile file `path` by: its name where that finds this very file
+    (thresholds/ shipped, or of the current directory), else its absolute path."""
+    path = Path(path).resolve()
+    try:
+        if _resolve(path.stem, PROFILE_DIR).resolve() == path:
+            return path.stem
+    except InputError:
+        pass
+    return str(path)
 
 
 def _check_hardware(hw, path):

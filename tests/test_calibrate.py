@@ -1,6 +1,7 @@
 """python -m signoff.calibrate on a recorded run of a real 1x H200 (reports/examples/h200-1x;
-its two storage FAILs, the VM's virtio disk, are injected as in-range PASSes where a test
-needs a known-good run, and named so)."""
+its two storage FAILs, the VM's virtio disk, are injected as in-range PASSes, and its
+xid_history ERROR, the VM's dmesg of 1 min, as a PASS, where a test needs a known-good run,
+and named so)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def recorded_run(tmp_path: Path, change=None) -> Path:
             r.update(status="PASS", measured=5.2)
         elif r["criterion"] == "storage_read_small":
             r.update(status="PASS", measured=3.1)
+        elif r["criterion"] == "xid_history":  # injected: a kernel log that covers the window
+            r.update(status="PASS", measured=0)
     doc["verdict"] = "PASS"
     if change:
         change(doc)
@@ -97,8 +100,14 @@ def test_never_looser_than_a_cited_threshold(tmp_path):
      "the run was not complete (12 checks of the sign-off sheet not judged)"),
     (lambda d: d.update(verdict=None), "the run was not complete (its verdict is INCOMPLETE)"),
     (lambda d: d["results"][0].update(status="NOT RUN"), "checks NOT RUN (gpu_model)"),
-    (lambda d: d.update(verdict="ERROR"), "its verdict is ERROR: 1 ERROR (xid_history[localhost]): checks "
-     "that could not measure"),  # the recording's own ERROR: the XID history a VM's log could not cover
+    (lambda d: [d.update(verdict="ERROR")] + [r.update(status="ERROR") for r in d["results"]
+                                              if r["criterion"] == "xid_history"],
+     "its verdict is ERROR: 1 ERROR (xid_history[localhost]): checks that could not measure"),
+    # the verdict says PASS, a record ERROR (the recording's own: the XID history a VM's log could
+    # not cover, and the sdc): refused all the same, each check and host named
+    (lambda d: [r.update(status="ERROR") for r in d["results"] if r["criterion"] in ("xid_history", "sdc")],
+     "the run has 2 ERROR (sdc[localhost], xid_history[localhost]): checks that could not measure; fix "
+     "the run (or the profile) and run again"),
 ])
 def test_a_run_that_is_not_known_good_is_refused(tmp_path, change, why):
     if change is None:  # the recording as it is: its storage FAILs
@@ -108,8 +117,31 @@ def test_a_run_that_is_not_known_good_is_refused(tmp_path, change, why):
     else:
         d = recorded_run(tmp_path, change)
     p = cli(d, "--out", tmp_path / "x.yaml")
-    assert p.returncode == 2 and why in p.stderr, p.stderr
+    assert p.returncode == 4 and why in p.stderr, p.stderr  # refused as a usage error: nothing written
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_a_site_profile_written_into_thresholds_of_the_cwd_is_found_by_name(tmp_path):
+    """The README's steps outside the package (an installed signoff: its thresholds/ is in
+    site-packages): `--out thresholds/site-h200.yaml` makes the folder, says the --profile to
+    pass, and `--profile site-h200` finds it in ./thresholds/ of the current directory."""
+    run = recorded_run(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    p = subprocess.run([sys.executable, "-m", "signoff.calibrate", str(run), "--out",
+                        "thresholds/site-h200.yaml"], cwd=work, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "sign off with it: --profile site-h200" in p.stdout, p.stdout
+    show = subprocess.run([sys.executable, "-m", "signoff", "show-profile", "site-h200"], cwd=work,
+                          capture_output=True, text=True, timeout=60)
+    assert show.returncode == 0 and show.stdout.startswith("profile site-h200: "), show.stderr
+    nope = subprocess.run([sys.executable, "-m", "signoff", "show-profile", "site-h100"], cwd=work,
+                          capture_output=True, text=True, timeout=60)
+    assert nope.returncode == 4 and f"{work}/thresholds/site-h100.yaml" in nope.stderr  # where it looked
+    assert "pass its path, --profile PATH.yaml" in nope.stderr
+    # a file elsewhere: its path is what names it
+    p = cli(run, "--out", tmp_path / "elsewhere" / "mine.yaml")
+    assert f"sign off with it: --profile {tmp_path}/elsewhere/mine.yaml" in p.stdout, p.stdout + p.stderr
 
 
 @pytest.mark.parametrize("margin", [0, 1.5, -0.1])

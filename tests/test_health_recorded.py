@@ -26,8 +26,8 @@ def recorded_host(tmp_path: Path, env: dict | None = None, inject=lambda g0, g1:
     inv = faulty_h200(tmp_path, inject)
     py = tmp_path / "recordedpython"
     doc = tmp_path / "sysinfo.json"
-    py.write_text(f'#!/bin/bash\n[ "$1" = sysinfo.py ] && [ $# = 1 ] && exec cat {doc}\n'
-                  f'exec {sys.executable} "$@"\n')
+    py.write_text(f'#!/bin/bash\n[ "$1" = sysinfo.py ] && [ "$2" != counters ] && [ "$2" != xids ] '
+                  f'&& exec cat {doc}\nexec {sys.executable} "$@"\n')
     envs = "".join(f"\n      {k}: {json.dumps(str(v))}" for k, v in (env or {}).items())
     inv.write_text(f"hosts:\n  - name: gpunode\n    address: local\n    python: {py}\n"
                    + (f"    env:{envs}\n" if envs else ""))

@@ -237,6 +237,8 @@ def test_ssh_config_alias_and_hostlist(lab, tmp_path):
     assert p.returncode == 0, p.stdout
     assert {r["host"] for r in res["results"]} == {"node01", "node02"}
     assert res["hosts"]["node01"]["python"] and res["verdict"] == "PASS"
+    # the run's first lines: the preflight of the hosts' sysinfo, folded (signoff/preflight.py)
+    assert f"  node[01-02]: python {sys.executable} (" in p.stdout, p.stdout
     # `signoff plan` on the same hosts (issue 24): hosts, the profile auto picks from their
     # sysinfo, the checks and the time to expect; nothing measured, no report directory
     where = tmp_path / "plan"

@@ -60,3 +60,40 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
         if name == "thermal_slowdown" and key != "derived" and \
                 (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise InputError(f"{where}.{key}: expected degrees C, got {v!r}")
+
+
+def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
+    """The probe interpreter and its torch, the kernel log the XID checks will read; warned: an
+    interpreter without torch or nvidia-ml-py, a log that holds this boot only, error_counters
+    with nothing to watch (signoff/preflight.py)."""
+    from signoff.fleet import lacks
+    from signoff.gpu import judge
+    torch = facts.get("torch") or {}
+    said = [f"python {facts.get('python_executable') or host.python} ({facts.get('python', '?')}), "
+            + (f"torch {torch['version']} (CUDA {torch.get('cuda') or 'none'}, "
+               f"NCCL {torch.get('nccl') or 'none'})" if torch.get("version") else "no torch")]
+    warned = []
+    missing = lacks(facts)
+    if missing:  # every probe that imports them ERRORs naming the interpreter (fleet.HostSession)
+        warned.append(f"the probes' interpreter {host.python} lacks {' and '.join(missing)}: the checks "
+                      f"whose probes import it ERROR; name the training environment with --python PATH "
+                      f"or the inventory's python:")
+    pf = facts.get("preflight")
+    if not pf:  # a sysinfo of an older version, or a recording: nothing more to say
+        return said, warned
+    tools = pf.get("tools") or {}
+    log = ("journal" + (", persistent" if pf.get("journal_persistent") else ", this boot only")
+           if tools.get("journalctl") else "dmesg, this boot only (no journalctl)")
+    said.append(f"kernel log: {log}")
+    t = ctx.profile.criteria.get("xid_fatal") if ctx.profile else None
+    if ctx.checks("xid_history") and t and not (tools.get("journalctl") and pf.get("journal_persistent")):
+        why = judge.NO_PERSISTENT if tools.get("journalctl") else judge.NO_JOURNAL
+        need = t.extra.get("require_history")
+        warned.append(f"xid_history ERROR: {why}, and require_history {need} asks for more" if need else
+                      f"xid_history judged over this boot only ({why}): XIDs before the boot are unseen "
+                      f"(said on the cover); keep a persistent journal (journald Storage=persistent)")
+    counters = facts.get("counters") or {}
+    if ctx.checks("error_counters") and not (counters.get("infiniband") or counters.get("pcie_replay")
+                                             or host.data_iface):
+        warned.append(f"error_counters N.A.: {judge.NOTHING_TO_WATCH}")
+    return said, warned

@@ -37,6 +37,13 @@ def log_short(doc: dict, end: float, need_from: float) -> str | None:
     return f"the last {_span(start, end)} only (from {utc(start)})"
 
 
+# What the kernel log loses, as log_cover() and the preflight (signoff/gpu/__init__.py) say it.
+NO_PERSISTENT = "no persistent journal (journald keeps this boot only without /var/log/journal)"
+NO_JOURNAL = "no journal: dmesg holds this boot only"
+# test_error_counters' N.A. (acceptance/test_health.py), said by the preflight before the run
+NOTHING_TO_WATCH = "no InfiniBand port, GPU or data_iface (inventory) to watch"
+
+
 def log_cover(doc: dict, end: float) -> str | None:
     """What a kernel log that reaches back less than its window (from doc['since']) covers,
     and why, said with the verdict ('covers 1 min: node booted at ...; no persistent
@@ -50,9 +57,9 @@ def log_cover(doc: dict, end: float) -> str | None:
               and abs(start - boot) <= COVER_SLACK_S else f"from {utc(start)}")
     if doc.get("source") == "journal":
         why = ("the persistent journal holds no kernel message before it" if doc.get("persistent")
-               else "no persistent journal (journald keeps this boot only without /var/log/journal)")
+               else NO_PERSISTENT)
     elif str(doc.get("source", "")).startswith("dmesg"):
-        why = "no journal: dmesg holds this boot only"
+        why = NO_JOURNAL
     else:
         why = f"{doc.get('source')} starts there"
     return f"covers {_span(start, end)}: {booted}; {why}"

@@ -4,6 +4,9 @@
 Standalone (stdlib; torch and nvidia-ml-py when the host's Python has them). Prints
 exactly one JSON document. Never raises: what could not be read is reported with why.
 `sysinfo.py xids SINCE` prints only the kernel log's XIDs since SINCE (epoch s).
+`sysinfo.py [--storage-path DIR] [--data-iface IF]` adds `preflight`: what the run's other
+probes will find here (the storage path's filesystem, the data interface, the tools), read by
+those probes' own functions (storage.py, netinfo.py beside this one).
 """
 import json
 import os
@@ -491,6 +494,50 @@ def _journal(since):
         (None, "journalctl: no kernel messages since then (no persistent journal?)")
 
 
+def journal_persistent():
+    """Whether journald keeps kernel messages across boots: it keeps this boot only without
+    /var/log/journal (Storage=auto, the default)."""
+    return os.path.isdir(os.environ.get("SIGNOFF_JOURNAL_DIR", "/var/log/journal"))
+
+
+def _beside(name):
+    """Another probe shipped beside this one (<name>.py), loaded as a module; None if absent."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    if not os.path.exists(path):
+        return None
+    spec = importlib.util.spec_from_file_location("signoff_" + name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def preflight(storage_path, iface):
+    """What the run's probes will find on this host, cheaply (no measurement): the storage
+    path as the storage probe resolves it and its filesystem, the data interface as netinfo
+    reads it, which tools are installed, whether the journal persists."""
+    import shutil
+    out = {"tools": {t: bool(shutil.which(t)) for t in ("ib_write_bw", "iperf3", "fio", "journalctl")},
+           "journal_persistent": journal_persistent()}
+    storage, net = _beside("storage"), _beside("netinfo")
+    if storage is not None:
+        try:
+            path = storage.resolve_path(storage_path or "@tmp")
+            fs = storage.fs_info(path)
+            out["storage"] = {"path": path, "temp_dir": not storage_path, "fstype": fs["fstype"],
+                              "mount": fs["mount"], "network": fs["network"],
+                              "ram": fs["fstype"] in storage.RAM_FS}
+        except Exception as exc:  # noqa: BLE001 - storage.Refused: the storage checks' own ERROR
+            out["storage"] = {"path": storage_path, "temp_dir": not storage_path, "error": str(exc)}
+    if net is not None:
+        ports = net.ethernet(net.ipv4_addresses())
+        mine = [p for p in ports if p["name"] == iface]
+        # the data interface's port, else every name (what a missing one's error lists)
+        out["ethernet"] = mine or [{"name": p["name"], "addresses": []} for p in ports]
+        out["infiniband"] = net.infiniband()
+    return out
+
+
 def _journal_reaches(since):
     """Whether the system journal holds a kernel message older than `since` (so it covers the
     kernel's messages after it): a user's or a service's older entry proves nothing of those."""
@@ -573,8 +620,8 @@ def kernel_xids(since):
         lines, why = _journal(start)
         out["source"] = "journal"
         reaches = lines is not None and _journal_reaches(start)
-        if lines is not None:  # journald keeps this boot only without it (Storage=auto, the default)
-            out["persistent"] = os.path.isdir(os.environ.get("SIGNOFF_JOURNAL_DIR", "/var/log/journal"))
+        if lines is not None:
+            out["persistent"] = journal_persistent()
         if lines is None:
             out["notes"].append(why)
             lines, why = _dmesg()
@@ -610,6 +657,11 @@ def main():
     if sys.argv[1:2] == ["counters"]:
         print(json.dumps(counters_now()))
         return
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--storage-path", default="")
+    ap.add_argument("--data-iface", default="")
+    a = ap.parse_args()
     t0 = time.time()
     tinfo = torch_info()
     doc = {
@@ -639,6 +691,7 @@ def main():
     doc["gpu_nic"] = gpu_nic(nvidia.get("gpus", []))
     doc["nvidia"]["pci_devices"] = nvidia_pci_devices()
     doc["nvidia"]["driver_loaded"] = os.path.exists("/proc/driver/nvidia")
+    doc["preflight"] = preflight(a.storage_path, a.data_iface)
     doc["elapsed_s"] = round(time.time() - t0, 3)
     print(json.dumps(doc))
 

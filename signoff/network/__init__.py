@@ -49,3 +49,50 @@ def estimate(config, prof, picked, pairs) -> list[str]:
     dur = t.extra.get("duration", PAIR_DURATION_S) if t else PAIR_DURATION_S
     n = len(rounds(pairs))
     return [f"host pairs: {len(pairs)} pairs in {n} rounds of {dur} s: {n * dur} s"]
+
+
+def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
+    """The data interface and its line rate, the host pairs' tool (the fallback that serves);
+    warned: the checks that ERROR or are N.A. for want of a usable data interface, with their
+    own message (judge.data_address, test_nic_link's N.A.)."""
+    from signoff.fleet import ProbeError
+    from signoff.network import judge
+    pf = facts.get("preflight") or {}
+    if "ethernet" not in pf:  # a sysinfo of an older version, or a recording
+        return [], []
+    netinfo = {"ethernet": pf["ethernet"], "infiniband": pf.get("infiniband") or []}
+    iface = host.data_iface
+    port = judge.data_port(netinfo, iface) if iface else None
+    rdma = judge.rdma_port(netinfo, iface) if iface else None
+    if not iface:
+        said = ["data_iface none"]
+    elif port is None:
+        said = [f"data_iface {iface} (not on this host)"]
+    else:
+        rate = (f"{rdma['rate_gbps']:g} Gb/s RDMA port {rdma['device']}/{rdma['port']}"
+                if rdma and rdma.get("rate_gbps") else f"{port['speed_mbps'] / 1000:g} Gb/s"
+                if port.get("speed_mbps") else "no line rate")
+        said = [f"data_iface {iface} ({rate}, {port.get('operstate')})"]
+    t = ctx.profile.criteria.get("net_pair_bandwidth") if ctx.profile else None
+    tools = pf.get("tools") or {}
+    if ctx.checks("net_pair_bandwidth") and t and ctx.hosts > 1:
+        tool, missing = judge.pair_tool({host.name: tools}, {host.name: rdma}, t.extra.get("tool", "auto"))
+        said.append(f"host pairs: {tool}" + (f" (not installed here: {tool})" if missing else "")
+                    + (" (no ib_write_bw or RDMA port, no iperf3)" if tool == "builtin" else ""))
+    warned = []
+    if not iface and ctx.hosts == 1:
+        if ctx.checks("nic_link"):
+            warned.append(f"nic_link N.A.: {judge.NO_IFACE_SINGLE}")
+        return said, warned
+    try:
+        judge.data_address(host.name, netinfo, iface)
+    except ProbeError as exc:  # the very error these checks raise in the run
+        rdma_fabric = (ctx.profile.criteria.get("nic_rate").extra.get("fabric") == "infiniband"
+                       if ctx.profile and "nic_rate" in ctx.profile.criteria else False)
+        # nic_link on an InfiniBand fabric reads the ports, not the interface; the others
+        # listen, or rendezvous (the multi-node all-reduce, the training step over nodes), on it
+        multi = ("net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes") if ctx.hosts > 1 else ()
+        checks = ctx.checks(*(() if rdma_fabric else ("nic_link",)), *multi)
+        if checks:
+            warned.append(f"{', '.join(checks)} ERROR: {str(exc).removeprefix(f'{host.name}: ')}")
+    return said, warned

@@ -93,6 +93,21 @@ def again_rounds(tries: dict, t) -> list[list[tuple[str, str]]]:
     return rounds([p for p, docs in tries.items() if judged(docs, t) is None])
 
 
+def pair_tool(have: dict[str, dict], rdma: dict[str, dict | None], want: str) -> tuple[str, list[str]]:
+    """(the tool of a pair, or of one host for the preflight; the hosts lacking a tool the profile
+    names): per host its installed tools (netinfo's) and the RDMA port behind its data interface.
+    NetworkRun.tool says why."""
+    if want == "auto" and all(t["ib_write_bw"] and rdma[h] for h, t in have.items()):
+        return "ib_write_bw", []
+    if want in ("iperf3", "ib_write_bw"):
+        return want, [h for h, t in have.items() if not t[want]]
+    return ("iperf3" if want == "auto" and all(t["iperf3"] for t in have.values()) else "builtin"), []
+
+
+# test_nic_link's N.A. on one host without a data interface, said by the preflight too
+NO_IFACE_SINGLE = "single host and no data_iface named in the inventory"
+
+
 def pair_id(a: str, b: str) -> str:
     return f"{a}->{b}"
 

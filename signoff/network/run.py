@@ -14,6 +14,7 @@ from signoff.network.judge import (
     judged,
     node_nics,
     pair_id,
+    pair_tool,
     rdma_port,
     ring_pairs,
     rounds,
@@ -76,15 +77,11 @@ class Network:
         A named tool is never swapped for another (TCP would be judged against an RDMA rate)."""
         have = {h: self.info(h)["tools"] for h in (a, b)}
         rdma = {h: rdma_port(self.info(h), self.session(h).host.data_iface) for h in (a, b)}
-        if want == "auto" and all(t["ib_write_bw"] and rdma[h] for h, t in have.items()):
-            return "ib_write_bw"
-        if want in ("iperf3", "ib_write_bw"):
-            missing = [h for h, t in have.items() if not t[want]]
-            if missing:
-                raise ProbeError(f"{pair_id(a, b)}: {want} is not installed on {', '.join(missing)} "
-                                 f"(the profile's net_pair_bandwidth.tool)")
-            return want
-        return "iperf3" if want == "auto" and all(t["iperf3"] for t in have.values()) else "builtin"
+        tool, missing = pair_tool(have, rdma, want)
+        if missing:
+            raise ProbeError(f"{pair_id(a, b)}: {want} is not installed on {', '.join(missing)} "
+                             f"(the profile's net_pair_bandwidth.tool)")
+        return tool
 
     def bounds(self, names: list[str], intra) -> dict[str, dict]:
         """Each node's figures for the multi-node all-reduce's node_bound rule (judge.py): its NICs

@@ -28,3 +28,33 @@ def estimate(config, prof, picked, pairs) -> list[str]:
     parts = [f"{c.removeprefix('storage_read_')} {knobs(prof.criteria[c])['runtime']} s" for c in reads]
     return [f"storage reads: {', '.join(parts)} (a shared filesystem's hosts read alone one "
             f"after another: up to alone_sample of them)"]
+
+
+def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
+    """The path the storage checks read, its filesystem, the reader that serves; warned: a path
+    the storage probe refuses (its own message), a RAM-backed one (no storage figure: ERROR), the
+    temp dir read for want of a storage_path."""
+    pf = facts.get("preflight") or {}
+    st = pf.get("storage")
+    checks = [c for c in CRITERIA if c in ctx.picked]
+    if not st or not checks:
+        return [], []
+    tmp = "; the temp dir: no storage_path" if st.get("temp_dir") else ""
+    if st.get("error"):
+        return [f"storage {st.get('path') or 'temp dir'} ({st['error']}{tmp})"], \
+            [f"{', '.join(checks)} ERROR: {st['error']}"]
+    fio = (pf.get("tools") or {}).get("fio")
+    # the storage probe's own choice (cmd_read): fio where installed, unless forced either way
+    want = ctx.config.getoption("storage_tool") if ctx.config else "auto"
+    reader = "built-in reader" if want == "builtin" else "fio" if fio else \
+        "built-in reader (fio is not installed on this host)"
+    shared = ", network filesystem" if st.get("network") else ""
+    said = [f"storage {st['path']} ({st['fstype']} on {st['mount']}{shared}{tmp}), read by {reader}"]
+    if st.get("ram"):
+        return said, [f"{', '.join(checks)} ERROR: {st['path']} is {st['fstype']}, RAM-backed: its "
+                      f"files live in the page cache, so a read of it is not a storage figure"]
+    if st.get("temp_dir"):
+        return said, [f"{', '.join(checks)} read the temp dir {st['path']} ({st['fstype']} on "
+                      f"{st['mount']}), not the dataset filesystem: no storage_path in the inventory, no "
+                      f"--storage-path"]
+    return said, []
