@@ -168,7 +168,7 @@ def test_train_scaling_nodes(fleet, network, profile, check, training, pytestcon
     alone = {}
     for name in names:  # each node's own step (the per-host measurement), never blamed twice
         try:
-            alone[name] = training("train", name)
+            alone[name] = training("train", name, every=names)  # every node at once
         except ProbeError as exc:
             raise ProbeError(f"the step across nodes needs each node's own step first: {exc}") from None
     t = profile.threshold("train_scaling_nodes")

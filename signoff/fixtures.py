@@ -37,6 +37,20 @@ def selected_hosts(session, tests: tuple[str, ...]) -> list[str]:
 
 
 
+def measurer(request, fleet, profile, measures: dict):
+    """The families' measuring fixtures (interconnect's `measure`, training's `training`):
+    get(what, host, every=()) is the host's document of measures[what] = (family, tests, probe),
+    measured at once on every host with a selected check among `tests` and on `every` (a
+    cluster-wide check's hosts: test_multinode_allreduce's node_bound rule asks each node's own
+    all-reduce; one host at a time, 1,000 hosts would cost 1,000 all-reduces end to end)."""
+    def get(what: str, host, every=()) -> dict:
+        family, tests, probe = measures[what]
+        return fleet.measured(family, host if isinstance(host, str) else host.name,
+                              lambda n: probe(HostView(n, fleet.facts(n), fleet.sessions[n]), profile),
+                              [*selected_hosts(request.session, tests), *every])
+    return get
+
+
 def parametrized(config) -> dict[str, list[tuple]]:
     """{fixture: [(value, id), ...]}: `host` (every inventory host), then the families' own."""
     inv = config.stash[STATE].inventory

@@ -121,8 +121,13 @@ KEEPER_S = 30 * 86400  # the host-side limit of a keeper: longer than any soak
 # The run's temp dir, with its keeper's pid and start time: one short command, its own cause
 # (no space, a read-only /tmp) in its error. SIGNOFF_TMPDIR moves it (tests: a /tmp of their own).
 TMP = "${{SIGNOFF_TMPDIR:-/tmp}}"  # as .format() reads it
-MKTEMP = (f"d=$(mktemp -d {TMP}/signoff.XXXXXXXX) && echo $d && echo {{keeper}} "
-          "$(cut -d' ' -f22 /proc/{keeper}/stat 2>/dev/null) > $d/.keeper")
+MKTEMP = f"d=$(mktemp -d {TMP}/signoff.XXXXXXXX) && echo $d && {{keeper}} > $d/.keeper"
+KEEPER_LINE = "echo {pid} $(cut -d' ' -f22 /proc/{pid}/stat 2>/dev/null)"
+# A session without a lock (`signoff plan`, a HostSession used alone) has no keeper: an empty
+# .keeper, judged by the dir's age as an older version's. (Its pid once read '': /proc//stat is
+# the kernel's /proc/stat, whose fields made a "keeper" 0 that is never alive, so every other
+# run's sweep, `signoff clean` and the suite's own cleanup took the live dir for a dead run's.)
+NO_KEEPER = ":"
 # Then, apart, the temp dirs of runs that are gone (their keeper dead, or its pid now another
 # process's: pids wrap on a busy host; a dir without one, of an older version, once 10 minutes
 # old), at most SWEEP_MAX of them and for SWEEP_S: a host with thousands, or a slow /tmp, says
@@ -314,7 +319,8 @@ class HostSession:
             if self._workdir_error is not None:  # every later probe says the first cause
                 raise self._workdir_error
             if not self._shipped:
-                r = self.t.run(MKTEMP.format(keeper=self.keeper or "''"), 30)
+                keeper = KEEPER_LINE.format(pid=int(self.keeper)) if self.keeper else NO_KEEPER
+                r = self.t.run(MKTEMP.format(keeper=keeper), 30)
                 out = r.stdout.split()
                 if out and "/signoff." in out[0]:  # created: removed at the end, whatever came next
                     self.workdir = out[0]

@@ -85,7 +85,7 @@ def test_a_dead_runs_temp_dir_is_a_leftover_even_when_its_keepers_pid_is_reused(
     import tempfile
     from pathlib import Path
 
-    from signoff.fleet import MKTEMP, SWEEP
+    from signoff.fleet import KEEPER_LINE, MKTEMP, SWEEP
     live = subprocess.Popen(["sleep", "60"])  # the process that now holds the dead keeper's pid
     start = Path(f"/proc/{live.pid}/stat").read_text().split()[21]
     reused = Path(tempfile.mkdtemp(prefix="signoff.", dir="/tmp"))
@@ -94,8 +94,9 @@ def test_a_dead_runs_temp_dir_is_a_leftover_even_when_its_keepers_pid_is_reused(
     try:
         (reused / ".keeper").write_text(f"{live.pid} {int(start) - 1}\n")  # another process's pid now
         (alive / ".keeper").write_text(f"{live.pid} {start}\n")  # its own keeper, alive
-        out = subprocess.run(["sh", "-c", MKTEMP.format(keeper=live.pid)], capture_output=True,
-                             text=True, timeout=30).stdout.splitlines()
+        made_by = MKTEMP.format(keeper=KEEPER_LINE.format(pid=live.pid))
+        out = subprocess.run(["sh", "-c", made_by], capture_output=True, text=True,
+                             timeout=30).stdout.splitlines()
         made = Path(out[0])
         assert (made / ".keeper").read_text().split() == [str(live.pid), start]
         swept = subprocess.run(["sh", "-c", SWEEP.format(own=made)], capture_output=True, text=True,

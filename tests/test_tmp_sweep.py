@@ -96,3 +96,26 @@ def test_dead_runs_dirs_are_listed_newest_first(tmp_path, monkeypatch):
     s.workdir = str(tmp_path / "signoff.ownownow")  # the run's own: none here
     said = s._sweep()
     assert [w.split()[3] for w in said] == [str(tmp_path / n) for n in sorted(ages, key=ages.get)], said
+
+
+def test_a_session_without_a_lock_keeps_its_dir_from_other_runs_sweeps(tmp_path, monkeypatch):
+    """A session that holds no run lock (`signoff plan`, a HostSession alone) has no keeper: its
+    live dir is not a dead run's to another run's sweep, `signoff clean` or the suite's own
+    cleanup (tests/conftest.py). Its .keeper once named "keeper" 0, never alive: the dir was
+    removed under a running probe (torch's import said ENOENT; MKL "Cannot load libtorch_cpu.so")."""
+    from signoff.clean import clean_host
+    monkeypatch.setenv("SIGNOFF_TMPDIR", str(tmp_path))
+    host = Host(name="localhost", address=LOCAL, python=sys.executable)
+    s = HostSession(host, LocalTransport(host))
+    try:
+        s.probe_result("sysinfo", "--help")  # makes the run's dir, as any first probe
+        mine = s.workdir
+        other = HostSession(host, LocalTransport(host))
+        other.workdir = str(tmp_path / "signoff.ownownow")  # another run's sweep, on this host
+        assert not [w for w in other._sweep() if mine in w]
+        lines, ok = clean_host(LocalTransport(host))
+        assert os.path.isdir(mine) and not [w for w in lines if mine in w], lines
+        keeper = (open(f"{mine}/.keeper").read().split() or [""])[0]
+        assert not keeper.isdigit(), keeper  # the suite's own cleanup reads it so
+    finally:
+        s.cleanup()

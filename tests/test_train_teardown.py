@@ -22,14 +22,20 @@ from signoff.training import section
 from signoff.training.run import step_args
 
 PROBE = Path(__file__).resolve().parent.parent / "signoff" / "training" / "probe_train.py"
-# Every Python process of the probe writes, as its interpreter starts ending (atexit), the
-# threads it still runs; gloo names its own (gloo_tcp_loop, pt_gloo_runloop).
+# Every Python process of the probe writes, as it starts ending, the threads it still runs;
+# gloo names its own (gloo_tcp_loop, pt_gloo_runloop). The probe's own process ends through its
+# interpreter's teardown (atexit); a forked rank (gloo's start method) through os._exit.
 SITE = """import atexit, os
 def _threads(d=os.environ["TEARDOWN_DIR"]):
     names = [open("/proc/self/task/%s/comm" % t).read().strip() for t in os.listdir("/proc/self/task")]
     with open(os.path.join(d, "exit.%d" % os.getpid()), "w") as f:
         f.write(" ".join(sorted(names)))
 atexit.register(_threads)
+_exit = os._exit
+def _said_exit(code):
+    _threads()
+    _exit(code)
+os._exit = _said_exit
 """
 
 

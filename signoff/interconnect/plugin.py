@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from signoff.fixtures import HostView, selected_hosts
+from signoff.fixtures import measurer
 from signoff.interconnect import report
 from signoff.interconnect.run import MEASURES
 
 
 @pytest.fixture(scope="session")
 def measure(request, fleet, profile):
-    """measure(what, host): the host's document of MEASURES[what], measured on every host with
-    a selected check of it at once, the first time any check asks (Fleet.measured)."""
-    def get(what: str, host) -> dict:
-        family, tests, probe = MEASURES[what]
-        return fleet.measured(family, host.name,
-                              lambda n: probe(HostView(n, fleet.facts(n), fleet.sessions[n]), profile),
-                              selected_hosts(request.session, tests))
-    return get
+    """measure(what, host, every=()): the host's document of MEASURES[what] (fixtures.measurer)."""
+    return measurer(request, fleet, profile, MEASURES)
 
 
 @pytest.hookimpl

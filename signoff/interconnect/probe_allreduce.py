@@ -47,6 +47,24 @@ def listen(addr, port):
     return s
 
 
+def serve(sock, addr, world, timeout):
+    """The rendezvous store on `sock` (node 0's first rank; None elsewhere), made after the
+    ranks start: a forked rank then holds none of its threads; a rank that connects first
+    waits in the listener's backlog."""
+    if sock is None:
+        return None
+    import torch.distributed as dist
+    return dist.TCPStore(addr, sock.getsockname()[1], world, is_master=True,
+                         timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False,
+                         master_listen_fd=sock.fileno())
+
+
+def start_method(backend):
+    """gloo's CPU ranks fork: no CUDA in this process, and a spawned rank imports torch again
+    (about 2 s of CPU each); NCCL's spawn, as CUDA needs (a fork after CUDA's init fails)."""
+    return "fork" if backend == "gloo" else "spawn"
+
+
 def median(xs):
     xs = sorted(xs)
     n = len(xs)
@@ -257,20 +275,21 @@ def main():
     try:
         socks = []  # each listening socket lives as long as the process: the store holds its fd
         for attempt in (1, 2):
-            port = args.master_port
+            port, sock = args.master_port, None
             if rank == 0 and args.node_rank == 0:
-                import torch.distributed as dist
                 sock = listen(args.master_addr, port)
                 socks.append(sock)
                 port = sock.getsockname()[1]
-                store = dist.TCPStore(args.master_addr, port, world * args.nnodes, is_master=True,
-                                      timeout=datetime.timedelta(seconds=args.timeout),
-                                      wait_for_workers=False, master_listen_fd=sock.fileno())
             if args.slurm:
+                store = serve(sock, args.master_addr, world * args.nnodes, args.timeout)
                 worker(int(os.environ["SLURM_LOCALID"]), world, args, port, out_path)
                 break
             try:
-                mp.spawn(worker, args=(world, args, port, out_path), nprocs=world, join=True)
+                ranks = mp.start_processes(worker, args=(world, args, port, out_path), nprocs=world,
+                                           join=False, start_method=start_method(args.backend))
+                store = serve(sock, args.master_addr, world * args.nnodes, args.timeout)
+                while not ranks.join():
+                    pass
                 break
             except mp.ProcessExitedException as exc:
                 # as probe_train: gloo's C++ threads can abort a CPU rank (pytorch/gloo#514): a

@@ -37,6 +37,24 @@ def listen(addr, port):
     return s
 
 
+def serve(sock, addr, world, timeout):
+    """The rendezvous store on `sock` (node 0's first rank; None elsewhere), made after the
+    ranks start: a forked rank then holds none of its threads; a rank that connects first
+    waits in the listener's backlog."""
+    if sock is None:
+        return None
+    import torch.distributed as dist
+    return dist.TCPStore(addr, sock.getsockname()[1], world, is_master=True,
+                         timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False,
+                         master_listen_fd=sock.fileno())
+
+
+def start_method(backend):
+    """gloo's CPU ranks fork: no CUDA in this process, and a spawned rank imports torch again
+    (about 2 s of CPU each); NCCL's spawn, as CUDA needs (a fork after CUDA's init fails)."""
+    return "fork" if backend == "gloo" else "spawn"
+
+
 def load_cotenants():
     """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
     tree): its sampler names another process on a GPU during the measurement. None where
@@ -250,17 +268,17 @@ def main():
     try:
         socks = []  # each listening socket lives as long as the process: the store holds its fd
         for attempt in (1, 2):
-            port = args.master_port
+            port, sock = args.master_port, None
             if args.node_rank == 0:
-                import torch.distributed as dist
                 sock = listen(args.master_addr, port)
                 socks.append(sock)
                 port = sock.getsockname()[1]
-                store = dist.TCPStore(args.master_addr, port, local * args.nnodes, is_master=True,
-                                      timeout=datetime.timedelta(seconds=args.timeout),
-                                      wait_for_workers=False, master_listen_fd=sock.fileno())
             try:
-                mp.spawn(worker, args=(local, args, port, out_path), nprocs=local, join=True)
+                ranks = mp.start_processes(worker, args=(local, args, port, out_path), nprocs=local,
+                                           join=False, start_method=start_method(args.backend))
+                store = serve(sock, args.master_addr, local * args.nnodes, args.timeout)
+                while not ranks.join():
+                    pass
                 break
             except mp.ProcessExitedException as exc:
                 # gloo's C++ threads can abort a CPU rank on a torn connection (pytorch/gloo#514):
