@@ -123,11 +123,12 @@ KEEPER_S = 30 * 86400  # the host-side limit of a keeper: longer than any soak
 TMP = "${{SIGNOFF_TMPDIR:-/tmp}}"  # as .format() reads it
 MKTEMP = f"d=$(mktemp -d {TMP}/signoff.XXXXXXXX) && echo $d && {{keeper}} > $d/.keeper"
 KEEPER_LINE = "echo {pid} $(cut -d' ' -f22 /proc/{pid}/stat 2>/dev/null)"
-# A session without a lock (`signoff plan`, a HostSession used alone) has no keeper: an empty
+# A session without a lock (`signoff plan`, a HostSession used alone) has no keeper: a blank
 # .keeper, judged by the dir's age as an older version's. (Its pid once read '': /proc//stat is
 # the kernel's /proc/stat, whose fields made a "keeper" 0 that is never alive, so every other
 # run's sweep, `signoff clean` and the suite's own cleanup took the live dir for a dead run's.)
-NO_KEEPER = ":"
+# A line, not an empty file: its write needs a data block, so a full /tmp fails here, first.
+NO_KEEPER = "echo"
 # Then, apart, the temp dirs of runs that are gone (their keeper dead, or its pid now another
 # process's: pids wrap on a busy host; a dir without one, of an older version, once 10 minutes
 # old), at most SWEEP_MAX of them and for SWEEP_S: a host with thousands, or a slow /tmp, says
