@@ -329,17 +329,14 @@ def copy_of_the_clone(dst: Path) -> Path:
     return dst
 
 
-@pytest.mark.install
-def test_installed_outside_the_repository(tmp_path):
-    """`pip install <clone>` into a fresh venv, then the command in a directory of its own: the
-    sheet comes from the package, the report goes to ./reports, and nothing around the venv (a
-    pytest.ini, a conftest.py, a git repository) leaks in. No download: the venv reaches this
-    venv's packages through a .pth file, pip builds without isolation and installs no deps."""
-    src = copy_of_the_clone(tmp_path / "clone")
-    work = tmp_path / "work"
-    work.mkdir()
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")], check=True)
-    py = work / "venv/bin/python"
+def installed(clone: Path, venv: Path) -> tuple[Path, str]:
+    """`pip install` of a copy of the clone (at `clone`) into a fresh venv at `venv`, as a user
+    installs it; returns the venv's python and its site-packages. No download: the venv reaches
+    this venv's packages through a .pth file, pip builds without isolation and installs no deps."""
+    src = copy_of_the_clone(clone)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin/python"
     site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           capture_output=True, text=True, check=True).stdout.strip()
     Path(site, "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
@@ -347,6 +344,16 @@ def test_installed_outside_the_repository(tmp_path):
                         "--no-build-isolation", "--no-index", str(src)], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr
+    return py, site
+
+
+@pytest.mark.install
+def test_installed_outside_the_repository(tmp_path):
+    """`pip install <clone>` into a fresh venv, then the command in a directory of its own: the
+    sheet comes from the package, the report goes to ./reports, and nothing around the venv (a
+    pytest.ini, a conftest.py, a git repository) leaks in. No download: installed()."""
+    work = tmp_path / "work"
+    py, site = installed(tmp_path / "clone", work / "venv")
     # a user's project around the venv: none of it may reach the run
     (work / "pytest.ini").write_text("[pytest]\naddopts = --no-such-option\n")
     (work / "conftest.py").write_text("raise SystemExit('the conftest.py of the current directory ran')\n")

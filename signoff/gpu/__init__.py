@@ -96,4 +96,10 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     if ctx.checks("error_counters") and not (counters.get("infiniband") or counters.get("pcie_replay")
                                              or host.data_iface):
         warned.append(f"error_counters N.A.: {judge.NOTHING_TO_WATCH}")
+    elif ctx.checks("error_counters") and counters:
+        # a counter the start's snapshot could not read is one test_error_counters cannot compare:
+        # it ERRORs naming them (unless another grew), so say so now, in its words
+        grew, unread = judge.counter_growth(counters, counters, [host.data_iface] if host.data_iface else [])
+        if unread:
+            warned.append(f"error_counters ERROR: counters unreadable: {', '.join(unread)}")
     return said, warned

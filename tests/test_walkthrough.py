@@ -1,0 +1,179 @@
+"""A new user's walk-through (issue 31): `pip install` into a fresh venv outside the clone, the
+README's inventory example (examples/cluster.yaml) adapted to 4 lab hosts with a shared dataset
+directory and a data interface each, `signoff plan`, then `signoff run` of the whole sheet. No
+check may ERROR for a setting the README did not show, and the plan's preflight warns of every
+check the run then ERRORs, or finds N.A. for another cause than the hardware (no GPU here).
+It is also the suite's one run of the whole sheet on matching lab hosts (it replaced
+test_lab_acceptance.py's test_matching_hosts_pass: issue 30, the suite's time)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from lab import Lab
+from test_command import installed, signoff
+from test_network_lab import shaped, speed_sysfs
+
+from signoff import hostlist, inventory
+from signoff.results import load as load_results
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.lab, pytest.mark.install]  # root + sshd (tests/conftest.py); a venv
+
+# The lab's "NICs": veths have no line rate (they report a nominal 10 Gb/s that iperf3 beats
+# by 1.2-1.3 x: the pairs then ERROR "more than the link carries"). So each host's link is
+# shaped to RATE_MBPS (tc) and a FAKE sysfs says so: the one fake of the walk-through.
+RATE_MBPS = 1000
+# A site profile as the README's "How long to soak" shows one (`extends` a shipped profile):
+# local's multi-node all-reduce sweeps to 1 GiB, which on gloo over 4 lab hosts on 2 cores took
+# 597 s of a 692 s run (measured here; its busbw peaked at 64 MiB): issue 30's budget cannot hold
+# it. 32 MiB at 1 Gb/s is 0.4 s an all-reduce; everything else is local's.
+SITE = """extends: local
+description: the lab walk-through (local, a shorter multi-node all-reduce sweep)
+criteria:
+  multinode_allreduce_busbw: {size: 32M, sweep: [1M, 32M]}
+"""
+HARDWARE_NA = r"N\.A\.: {h} (has no NVIDIA GPU \(.*\) and profile \S+ needs none|runs the all-reduce " \
+              r"on gloo \(no GPU\): NCCL transport does not apply)$"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with Lab(tmp_path_factory.mktemp("lab"), n_hosts=4) as lab:
+        with shaped(lab, {h.name: f"{RATE_MBPS}mbit" for h in lab.hosts}):
+            yield lab
+
+
+def adapted_inventory(lab, tmp_path: Path) -> Path:
+    """examples/cluster.yaml as a user adapts it: every key it sets kept, each value the lab's;
+    known_hosts uncommented (the lab's host keys); the hosts its own. Each lab host has its own
+    address (no DNS for lab1..4) and veth name, so a line each, as the example's gpu016 line."""
+    example = (ROOT / "examples/cluster.yaml").read_text()
+    datasets = tmp_path / "datasets"  # one directory the 4 hosts share: they share this filesystem
+    datasets.mkdir()
+    sysfs = tmp_path / "sysfs"  # one FAKE sysfs holding every host's veth: one env for all
+    for h in lab.hosts:
+        speed_sysfs(sysfs, h.veth_host, RATE_MBPS)
+        # only the rate is fake: the counters error_counters watches are the veth's own (each
+        # host reads the link in its namespace's /sys; without them that check ERRORs)
+        for real in ("statistics", "carrier_changes"):
+            (sysfs / "class/net" / h.veth_host / real).symlink_to(f"/sys/class/net/{h.veth_host}/{real}")
+    values = {"user": "root", "port": "22", "identity_file": str(lab.user_key), "python": sys.executable,
+              "data_iface": lab.hosts[0].veth_host, "storage_path": str(datasets),
+              "storage_readonly": "false", "env": f"{{SIGNOFF_SYSFS: {sysfs}}}"}
+    # a key the example gains must be adapted here too, not carried with the example's value
+    assert set(yaml.safe_load(example)["defaults"]) == set(values)
+    text = example.replace("# known_hosts: ./known_hosts ", f"known_hosts: {lab.known_hosts}")
+    for key, value in values.items():
+        text, n = re.subn(rf"(?m)^(  {key}: +)\S+( .*)?$", lambda m, v=value: m[1] + v + (m[2] or ""), text)
+        assert n == 1, key
+    head, _ = text.split("\nhosts:\n")
+    hosts = [f"  - {{name: {h.name}, address: {h.address}, data_iface: {h.veth_host}, tags: [lab]}}"
+             for h in lab.hosts]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(head + "\nhosts:\n" + "\n".join(hosts) + "\n")
+    inventory.load(path)  # the loader takes it
+    return path
+
+
+def warnings(out: str) -> list[tuple[list[str], list[str], str]]:
+    """The preflight's warnings (signoff/preflight.py): (hosts, checks, ERROR or N.A.) of each."""
+    if "will ERROR or be N.A. in a run" not in out:
+        return []
+    block = out.split("will ERROR or be N.A. in a run", 1)[1].splitlines()[1:]
+    found = []
+    for line in block:
+        if not line.startswith("  "):
+            break
+        m = re.match(r"  (\S+): (\w+(?:, \w+)*) (ERROR|N\.A\.): ", line)
+        assert m or "judged over this boot only" in line, f"a warning this test cannot read: {line}"
+        if m:
+            found.append((hostlist.expand(m[1]), m[2].split(", "), m[3]))
+    return found
+
+
+def test_new_user_walkthrough(lab, tmp_path):
+    # 1. the install (README, Quickstart): a venv of its own, the command from a work dir
+    work = tmp_path / "work"
+    installed(tmp_path / "clone", work / "venv")
+    exe = (str(work / "venv/bin/signoff"),)
+    adapted_inventory(lab, work)  # work/cluster.yaml
+    (work / "site.yaml").write_text(SITE)
+    names = [h.name for h in lab.hosts]
+
+    # 2. the plan: auto picks local for GPU-less hosts; the preflight of the README's inventory
+    p = signoff("plan", "--inventory", "cluster.yaml", "--profile", "auto", exe=exe, cwd=work)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "--profile auto picks local on these hosts (asked for their sysinfo)" in p.stdout, p.stdout
+    p = signoff("plan", "--inventory", "cluster.yaml", "--profile", "site.yaml", exe=exe, cwd=work)
+    assert p.returncode == 0, p.stdout + p.stderr
+    plan = p.stdout
+    # every host's line: the training environment, the data interface at its (FAKE) rate, the
+    # shared dataset directory, iperf3 for the pairs
+    for h in lab.hosts:
+        line = next(ln for ln in plan.splitlines() if ln.startswith(f"  {h.name}: python "))
+        assert f"python {sys.executable} (" in line and "torch " in line, line
+        assert f"data_iface {h.veth_host} ({RATE_MBPS / 1000:g} Gb/s, up)" in line, line
+        assert f"storage {work / 'datasets'} (" in line and "host pairs: iperf3" in line, line
+    warned = warnings(plan)
+    # the README's complete inventory leaves nothing to warn of (no data_iface, no storage_path,
+    # an interpreter without torch: each would be warned here and ERROR below)
+    assert warned == [], plan
+
+    # 3. the run: the whole sheet, no -k/--only
+    p = signoff("run", "--inventory", "cluster.yaml", "--profile", "site.yaml", exe=exe, cwd=work,
+                timeout=900)
+    out = p.stdout + p.stderr
+    (report,) = (work / "reports").glob("2*")
+    res = load_results(report / "results.json")
+    recs = res["results"]
+    assert {r["host"] for r in recs} - {"all hosts"} - {f"{a}->{b}" for a in names for b in names} \
+        == set(names), out
+    assert res["meta"]["profile"] == str(work / "site.yaml") or res["meta"]["profile"] == "site", res["meta"]
+
+    # every ERROR was warned of by the plan, on its host; every warning came true
+    def host_of(r):
+        return r["host"].split("->")
+    for r in recs:
+        if r["status"] == "ERROR":
+            assert any(r["criterion"] in checks and set(host_of(r)) & set(hosts)
+                       for hosts, checks, _ in warned), f"ERROR the plan did not warn of: {r}"
+    for hosts, checks, status in warned:
+        for r in recs:
+            if r["criterion"] in checks and set(host_of(r)) & set(hosts):
+                assert r["status"] == status, (r, hosts, checks, status)
+    # N.A.: the hardware (no GPU in the lab), said so; anything else must have been warned of
+    for r in recs:
+        if r["status"] == "N.A." and not any(r["criterion"] in c for _, c, s in warned if s == "N.A."):
+            assert re.match(HARDWARE_NA.format(h=re.escape(r["host"])), r["message"]), r
+
+    # the verdict: PASS but for the figures judged against the links' and nodes' bounds, which
+    # assume nodes computing apart on links of their own: here 4 "nodes" share 2 cores, and over
+    # the shaped links iperf3 reaches 0.90-0.96 x line rate, gloo's ring 0.91-0.92, the bounds'
+    # 0.9 within noise; train_scaling_nodes measured 0.43 vs 0.58, 0.78 vs 0.56, 1.33 vs 0.71
+    # x linear. Judged, with their figures, never an ERROR or N.A. (a pair above 1.05 x its line
+    # rate ERRORs: the FAKE rate would be wrong).
+    status = {(r["criterion"], r["host"]): r["status"] for r in recs}
+    noisy = {k: status.pop(k) for k in list(status)
+             if k[0] in ("net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes")}
+    assert {h for _, h in noisy} == {"lab1->lab2", "lab2->lab3", "lab3->lab4", "lab4->lab1", "all hosts"}
+    assert set(noisy.values()) <= {"PASS", "FAIL"}, out
+    assert set(status.values()) <= {"PASS", "N.A."}, [r for r in recs if r["status"] not in ("PASS", "N.A.")]
+    passed = set(noisy.values()) == {"PASS"}
+    assert res["verdict"] == ("PASS" if passed else "FAIL") and p.returncode == (0 if passed else 1), out
+    for h in names:  # measured with the README's settings, not around them
+        assert status[("nic_link", h)] == "PASS" and status[("storage_read_seq", h)] == "PASS"
+        assert status[("allreduce_busbw", h)] == "PASS" and status[("train_throughput", h)] == "PASS"
+        assert status[("error_counters", h)] == "PASS"
+    seq = next(r for r in recs if r["criterion"] == "storage_read_seq")
+    assert seq["details"]["path"] == str(work / "datasets")
+    # the run's own preflight (after the profile's pick) says what the plan said
+    assert "will ERROR or be N.A. in a run" not in p.stdout, out
+    assert f"data_iface {lab.hosts[0].veth_host} ({RATE_MBPS / 1000:g} Gb/s, up)" in p.stdout, out
+    # no probe temp dir left on the hosts (they share this filesystem)
+    left = [f["workdir"] for f in res["hosts"].values() if "workdir" in f and Path(f["workdir"]).exists()]
+    assert not left, left
