@@ -9,6 +9,8 @@ import statistics
 from html import escape, unescape
 from pathlib import Path
 
+import pytest
+
 from signoff import report
 from signoff.results import ALL
 from signoff.results import load as load_results
@@ -651,6 +653,34 @@ def test_a_run_whose_version_was_not_read_is_named_by_its_commit_not_signoff_unk
     meta = {"started": "2026-12-01T23:47:33+00:00", "suite_version": "unknown (git 36101e0-dirty)"}
     assert report.run_line(meta).endswith("; signoff git 36101e0-dirty")
     assert "unknown" not in report.suite_version()
+
+
+def test_a_copy_of_the_tree_without_git_is_named_by_the_commit_it_was_copied_from(tmp_path):
+    """Issue 31 item 7: the device machine's copy of the tree has no .git, so its runs said
+    'signoff unknown (git <a stale .git's>)'. bench/copy_tree.sh writes the commit beside the
+    copied files; a run from the copy is named by the package version and that commit."""
+    import shutil
+    import subprocess
+    import sys
+    if not (ROOT / ".git").exists() or not shutil.which("git"):
+        pytest.skip("needs this checkout's git")
+    dest = tmp_path / "copy"
+    subprocess.run(["bash", str(ROOT / "bench" / "copy_tree.sh"), str(dest)], check=True,
+                   capture_output=True)
+    head = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--tags", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert not (dest / ".git").exists() and (dest / report.COMMIT_FILE).read_text().strip() == head
+
+    def version():
+        code = "from signoff import report; print(report.suite_version())"
+        return subprocess.run([sys.executable, "-c", code],
+                              cwd=dest, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(dest)},
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert version() == f"0.1.0 (git {head})"
+    (dest / report.COMMIT_FILE).write_text("$(rm -rf /)\n")  # not a commit: not said
+    assert version() == "0.1.0"
+    (dest / report.COMMIT_FILE).unlink()
+    assert version() == "0.1.0"
 
 
 # this repository's top folders: a path under one of them is a citation of ours (a path in
