@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """reports/examples/ made again from what each run recorded, with this checkout's renderer:
 every report.md from its results.json (signoff.report.markdown, as `signoff rebuild` writes
-it), and h200-1x-calibrated/site-h200-vm.yaml from golden/ (python -m signoff.calibrate, as
+it; where the example keeps no report.html, its Details line says so), and
+h200-1x-calibrated/site-h200-vm.yaml from golden/ (python -m signoff.calibrate, as
 bench/calibrate_h200.sh ran it). Nothing is measured again: report.html, junit.xml and the
 run logs stay as their runs wrote them (report.html is pytest-html's, made only by a run).
 
@@ -36,10 +37,17 @@ def main() -> int:
     site.write_text(re.sub(r"^extends: .*$", f"extends: {base}", text, count=1, flags=re.M))
     for doc_path in sorted(EXAMPLES.rglob("results.json")):
         md = doc_path.with_name("report.md")
-        if md.exists():
-            md.write_text(report.markdown(json.loads(doc_path.read_text())))
-            print(md.relative_to(ROOT))
+        text = report.markdown(json.loads(doc_path.read_text()))
+        if not doc_path.with_name("report.html").exists():  # an example whose run is not made again
+            text = text.replace(DETAILS, NO_HTML)
+        md.write_text(text)
+        print(md.relative_to(ROOT))
     return 0
+
+
+DETAILS = "Details: report.html (plots, methodology, inventory), results.json.\n"
+NO_HTML = ("Details: results.json (this example keeps no report.html: its run cannot be made again "
+           "here, and the old one was another version's; reports/examples/README.md).\n")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,23 @@ def suite_version() -> str:
                              capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         git = ""
+    if not git and ROOT == paths.checkout():
+        git = copied_commit(ROOT)
     return f"{v} (git {git})" if v and git else v or (f"git {git}" if git else "unknown")
+
+
+COMMIT_FILE = ".signoff-commit"  # bench/copy_tree.sh: the commit a copy without .git was made of
+
+
+def copied_commit(top) -> str:
+    """The commit a copy of the tree with no .git was made from (a machine reaching no git
+    server, e.g. a GPU node sent the tree by bench/copy_tree.sh), as `git describe` said it when
+    the copy was made; '' where none was written."""
+    try:
+        text = (Path(top) / COMMIT_FILE).read_text().strip()
+    except OSError:
+        return ""
+    return text if re.fullmatch(r"[\w.+-]{1,80}", text) else ""
 
 
 def operator() -> str:

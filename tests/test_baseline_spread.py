@@ -95,7 +95,9 @@ def test_the_shipped_tolerances_are_the_rule_applied_to_the_recorded_spread(prof
 def test_spread_prints_the_baseline_section_of_real_runs(capsys):
     assert baseline.main(["spread", *map(str, H200_RUNS)]) == 0
     out = capsys.readouterr().out
-    assert "train_input_headroom: 88%" in out and "50.032-88.608 x the step's samples/s, spread 43.5 %" in out
+    # h200-1x-calibrated made again on 2026-12-03 12:49 (docs/h200.md): its site run read 48.276,
+    # below the 50.0 the shipped 88 % was set from (nvidia-base.yaml, the H200 table above)
+    assert "train_input_headroom: 91%" in out and "48.276-88.608 x the step's samples/s, spread 45.5 %" in out
     assert "hbm_bandwidth: 5%" in out and "spread 0.6 %" in out
     # a check named other than its criterion is printed as the criterion a profile sets
     assert "thermal_slowdown: 5%" in out and "thermal_thresholds" not in out
