@@ -158,6 +158,7 @@ def test_two_names_for_one_machine_fail_naming_both(lab, tmp_path):
     r = by_key(res)
     for me, other in (("lab1", "alias"), ("alias", "lab1")):
         v = r[("host_unique", me)]
-        assert v["status"] == "FAIL" and f"{me}: the same machine as other hosts (machine-id " in v["message"], v
+        said = f"{me}: the same machine as other hosts (machine-id "
+        assert v["status"] == "FAIL" and said in v["message"], v
         assert "on 2 hosts " in v["message"] and other in v["message"], v
     assert rc == 1 and res["verdict"] == "FAIL"

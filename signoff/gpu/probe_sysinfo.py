@@ -273,7 +273,32 @@ def nvidia_pci_devices():
     return n
 
 
+def cpu_torch():
+    """A CPU build of torch on a host without an NVIDIA GPU, read from its torch/version.py
+    without importing it (the import costs about 2 s of CPU, on every host of every run): what
+    an import reports there too (no CUDA, NCCL or arch list). None: import it."""
+    if nvidia_pci_devices() or os.path.exists("/dev/nvidiactl"):
+        return None
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("torch")
+        path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+        ns = {}
+        with open(path) as f:
+            exec(compile(f.read(), path, "exec"), ns)  # noqa: S102 - torch's own, a few assignments
+    except Exception:  # noqa: BLE001 - no torch, or no readable version file: the import says why
+        return None
+    if ns.get("cuda") or ns.get("hip") or not ns.get("__version__"):
+        return None  # a GPU build: its NCCL and arch list come from torch itself
+    return {"version": str(ns["__version__"]), "cuda": None, "nccl": None, "arch_list": [],
+            "cuda_available": False, "read_from": "torch/version.py (a CPU build on a host without an "
+                                                  "NVIDIA GPU: not imported)"}
+
+
 def torch_info():
+    cpu = cpu_torch()
+    if cpu:
+        return cpu
     try:
         import torch
     except Exception as exc:  # noqa: BLE001
