@@ -38,9 +38,9 @@ def listen(addr, port):
 
 
 def serve(sock, addr, world, timeout):
-    """The rendezvous store on `sock` (node 0's first rank; None elsewhere), made after the
-    ranks start: a forked rank then holds none of its threads; a rank that connects first
-    waits in the listener's backlog."""
+    """The rendezvous store on `sock` (node 0's first rank; None elsewhere), serving before any
+    rank starts: a rank (another node's too) that connected to the bare listener before the
+    store served it had its connection closed ("Failed to recv, got 0 bytes") under load."""
     if sock is None:
         return None
     import torch.distributed as dist
@@ -51,7 +51,9 @@ def serve(sock, addr, world, timeout):
 
 def start_method(backend):
     """gloo's CPU ranks fork: no CUDA in this process, and a spawned rank imports torch again
-    (about 2 s of CPU each); NCCL's spawn, as CUDA needs (a fork after CUDA's init fails)."""
+    (about 2 s of CPU each); NCCL's spawn, as CUDA needs (a fork after CUDA's init fails). A
+    forked rank has no copy of the store's server thread (fork copies the calling thread only)
+    and never touches the store object it inherits."""
     return "fork" if backend == "gloo" else "spawn"
 
 
@@ -274,11 +276,9 @@ def main():
                 socks.append(sock)
                 port = sock.getsockname()[1]
             try:
-                ranks = mp.start_processes(worker, args=(local, args, port, out_path), nprocs=local,
-                                           join=False, start_method=start_method(args.backend))
                 store = serve(sock, args.master_addr, local * args.nnodes, args.timeout)
-                while not ranks.join():
-                    pass
+                mp.start_processes(worker, args=(local, args, port, out_path), nprocs=local,
+                                   start_method=start_method(args.backend))
                 break
             except mp.ProcessExitedException as exc:
                 # gloo's C++ threads can abort a CPU rank on a torn connection (pytorch/gloo#514):
