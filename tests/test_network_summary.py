@@ -27,6 +27,17 @@ def test_a_hang_blames_the_stopped_host_that_got_least_far():
     assert res["states"]["lab1"] == "exit 1 before joining: DistStoreError: Timed out after 10 seconds"
 
 
+def test_a_rank_told_its_store_closed_is_not_blamed_for_a_hang():
+    """lab2 hung before starting; the store's node (lab1) ended its timed-out rank, and lab3's
+    rank, its connection closed, reached the controller first (a fresh clone under load)."""
+    gone = ('{"error": "ProcessRaisedException: torch.distributed.DistNetworkError: Failed to recv, '
+            'got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?"}')
+    outcome = {"lab1": rank(-1, "signoff-event started node 0\n"), "lab2": rank(-1),
+               "lab3": rank(1, "signoff-event started node 2\n", gone)}
+    res = summarise(outcome, ["lab1", "lab2", "lab3"], first="lab3", killed={"lab1", "lab2"})
+    assert res["culprits"] == ["lab2"], res
+
+
 def test_two_hosts_are_measured_both_ways_and_bisected_once():
     """One pair of two hosts would never measure the second host's transmit path."""
     from signoff.network.judge import ring_pairs, rounds

@@ -233,7 +233,11 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
         return {"ok": True, "doc": doc, "states": states,
                 **({"cotenants": [e for es in beside.values() for e in es]} if beside else {})}
     if not culprits and first:
-        timed_out = re.search(r"time[ds]? ?out", states.get(first, ""), re.I)
+        # a rank that lost its connection to the store or a peer ("Failed to recv, got 0 bytes")
+        # is told of another's end, as one whose rendezvous timed out is told of a hang: under
+        # load the store's node ending its timed-out ranks could reach the controller after it
+        timed_out = re.search(r"time[ds]? ?out|got 0 bytes|connection (was likely closed|reset)",
+                              states.get(first, ""), re.I)
         every = len(names) > 1 and all(re.search(r"time[ds]? ?out", states.get(n, ""), re.I) for n in names)
         if timed_out and killed:  # a hang: the stopped hosts that got least far
             least = min(progress.get(k, 0) for k in killed)
