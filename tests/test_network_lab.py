@@ -74,7 +74,7 @@ def test_shaped_link_fails_that_pair_after_its_attempts_and_bisection_names_the_
     prof.write_text(f"extends: {LAB}\ncriteria:\n"
                     "  net_pair_bandwidth: {min: 1, unit: Gb/s, streams: 4, duration: 2, attempts: 2, "
                     "source: 'as lab.yaml'}\n"
-                    "  multinode_allreduce_busbw: {min: 0.04, unit: GB/s, size: 1M, sweep: [1M, 1M], "
+                    "  multinode_allreduce_busbw: {min: 0.04, unit: GB/s, size: 256K, sweep: [256K, 256K], "
                     "attempts: 2, source: 'as lab.yaml'}\n")
     h3 = lab.host("lab3")
     tc = ["ip", "netns", "exec", h3.netns, "tc", "qdisc"]
@@ -486,7 +486,7 @@ def test_derived_multinode_bound_and_step_bound_state_their_figures(lab, tmp_pat
     t_ar) of its own steps and that all-reduce (cached, not run again), its figures stated."""
     prof = tmp_path / "derived.yaml"
     prof.write_text("extends: local\ncriteria:\n"
-                    "  multinode_allreduce_busbw: {size: 2M, sweep: [1M, 2M], attempts: 1}\n")
+                    "  multinode_allreduce_busbw: {size: 512K, sweep: [256K, 512K], attempts: 1}\n")
     fake = {h.name: {"env": {"SIGNOFF_SYSFS": speed_sysfs(tmp_path / f"sys-{h.name}", h.veth_host, 1000)}}
             for h in lab.hosts}
     inv = inventory(lab, tmp_path, **fake)
