@@ -60,10 +60,10 @@ accept: venv $(OWN_ENV)
 	exit $$code
 
 test: system $(VENV)/.installed-probe $(VENV)/.installed-dev
-	# test files in parallel, 2 at once (3 on 2 cores were no faster, and CPU-bound lab floors
-	# missed; the slowest files first were no faster either: docs/measurements.md); one file's
-	# tests stay on one worker, so a module's lab is built once
-	$(PY) -m pytest tests/ -q -n 2 --dist loadfile $(ARGS)
+	# test files in parallel, 2 at once (3 on 2 cores were no faster: the CPU is the limit,
+	# docs/measurements.md); one file's tests stay on one worker, so a module's lab is built
+	# once; the longest files first, in tests/conftest.py's order (LONGEST_FIRST)
+	$(PY) -m pytest tests/ -q -n 2 --dist loadfile --no-loadscope-reorder $(ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check signoff acceptance tests bench conftest.py
