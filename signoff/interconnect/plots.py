@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from signoff.figures import plt, png
+from signoff.figures import png, pyplot
 from signoff.units import human_bytes
 
 
 def p2p_heatmap(host: str, n: int, matrix: dict, title: str, limit: float | None = None) -> str:
+    plt = pyplot()
     import numpy as np
 
     m = np.full((n, n), np.nan)
@@ -42,6 +43,7 @@ def busbw_hosts(rows: dict[str, list[dict]], limit: float | None, ref_bytes: int
                 max_lines: int = 16, worst: int = 3) -> str:
     """busbw vs size of every host on one chart; above `max_lines` hosts, their distribution
     (median, 10-90 % and min-max bands) and the `worst` hosts at the judged size as lines."""
+    plt = pyplot()
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(7.5, 3.6))

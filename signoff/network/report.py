@@ -7,7 +7,7 @@ from html import escape
 
 from signoff import retry
 from signoff.check import NA_PREFIX
-from signoff.figures import img, plt, png
+from signoff.figures import img, png, pyplot
 from signoff.report import MATRIX_MAX_HOSTS, WORST, status_class
 from signoff.units import readable
 
@@ -67,6 +67,7 @@ def why(r: dict) -> str:
 def pair_figure(pairs: list[dict], pct: bool) -> str:
     """Sender x receiver matrix of throughput (% of line rate where the NIC has a real one,
     else Gb/s); above MATRIX_HOSTS hosts, the distribution over the pairs."""
+    plt = pyplot()
     import numpy as np
 
     val = {tuple(r["host"].split("->")): (100 * r["details"]["fraction"] if pct else r["details"]["gbps"])

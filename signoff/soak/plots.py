@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from signoff.figures import plt, png
+from signoff.figures import png, pyplot
 from signoff.soak.judge import FAIL_REASONS, REASON_BITS, Series, mask_of
 
 MAX_POINTS = 4000  # per line; longer soaks are plotted every k-th sample (the table uses all)
@@ -25,6 +25,7 @@ def _x(s: Series) -> tuple[list, str, float]:
 def timeseries(host: str, s: Series, gpus: list[dict], limits: dict, warmup: float,
                fail: tuple = FAIL_REASONS) -> str:
     """limits: {"temp": °C, "mem_temp": °C, "tflops": TFLOP/s or None}."""
+    plt = pyplot()
     x, unit, scale = _x(s)
     step = max(1, len(x) // MAX_POINTS)
     panels = [("temp", "GPU °C"), ("mem_temp", "memory °C"), ("power", "power W"),

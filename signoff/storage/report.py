@@ -4,13 +4,14 @@ threshold (a histogram above MATRIX_MAX_HOSTS hosts), and the aggregate read's t
 from __future__ import annotations
 
 from signoff import retry
-from signoff.figures import img, plt, png
+from signoff.figures import img, png, pyplot
 from signoff.report import MATRIX_MAX_HOSTS
 
 READS = (("storage_read_seq", "sequential"), ("storage_read_small", "small files"))
 
 
 def per_host_figure(records: list[dict], profile) -> str:
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     for ax, (crit, label) in zip(axes, READS):
         vals = {r["host"]: r["measured"] for r in records if r["criterion"] == crit
@@ -35,6 +36,7 @@ def per_host_figure(records: list[dict], profile) -> str:
 def timeline_figure(agg: dict) -> str:
     """When each host read during the aggregate read (its bar labelled with its GB/s in the
     common window); above MATRIX_MAX_HOSTS hosts, how many hosts read at each moment."""
+    plt = pyplot()
     per = {h: d for h, d in (agg.get("per_host") or {}).items() if d.get("spans")}
     if not per:
         return ""
