@@ -14,7 +14,8 @@ A family's __init__ (light: no controller imports, the profile loader reads it) 
   preflight(ctx, host, facts)   optional: (what the host's sysinfo says of its part, e.g. "data_iface
              ib0 (400 Gb/s)"; the checks of its own that will ERROR or be N.A. there and why, in
              the check's words), for the preflight of `signoff plan` and a run (signoff/preflight.py)
-and its probes are signoff/<family>/probe_<name>.py, shipped to every host as <name>.py.
+and its probes are signoff/<family>/probe_<name>.py, shipped to every host as <name>.py, beside
+what they share (signoff/probelib.py).
 Adding a family touches its folder, a profile and one acceptance file (docs/architecture.md)."""
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def plugins() -> list[str]:
 def probes() -> dict[str, Path]:
     """Probe name -> file: every family's probe_<name>.py."""
     return {f.stem.removeprefix("probe_"): f for f in sorted(PKG.glob("*/probe_*.py"))}
+
+
+def shipped() -> dict[str, Path]:
+    """File name on the host -> file: every probe as <name>.py, and probelib.py beside them."""
+    return {**{f"{n}.py": f for n, f in probes().items()}, "probelib.py": PKG / "probelib.py"}
 
 
 def estimates(config, profile, picked, pairs) -> list[str]:

@@ -331,8 +331,8 @@ class HostSession:
                         f"{(r.stderr or r.stdout).strip() or 'no message'}")
                     raise self._workdir_error
                 self.leftovers = self._sweep()
-                try:  # every family's probe_<name>.py, shipped as <name>.py
-                    self.t.put_all({f"{n}.py": f for n, f in families.probes().items()}, self.workdir)
+                try:  # every family's probe_<name>.py as <name>.py, and probelib.py
+                    self.t.put_all(families.shipped(), self.workdir)
                 except (HostUnreachable, OSError) as exc:  # a half-shipped dir: never run from it
                     self._workdir_error = exc
                     raise

@@ -164,7 +164,7 @@ def test_run_alone_it_prints_one_json_document(tmp_path):
 # falls while it heats: the curves issue 29 item 5 measured, which read as cooling before.
 DRIVER = """\
 import importlib.util, os, sys, time
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [os.getcwd(), {tests!r}]  # the shipped dir first, as for a probe run as a script
 import torch
 from fake_nvml import FakeGPU, FakeNV
 spec = importlib.util.spec_from_file_location("soak", "soak.py")  # as shipped, cotenants.py beside it
@@ -287,13 +287,19 @@ def test_fake_nvml_as_shipped_every_gpu_probe_finds_its_sampler(tmp_path, monkey
     import json
 
     from signoff import families
-    for name, f in families.probes().items():
-        (tmp_path / f"{name}.py").write_text(f.read_text())
-    for name in ("soak", "hbm", "allreduce", "p2p", "train", "hostlink"):
-        spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        assert mod.load_cotenants().__file__ == str(tmp_path / "cotenants.py"), name
+    for name, f in families.shipped().items():
+        (tmp_path / name).write_text(f.read_text())
+    for name in ("soak", "hbm", "allreduce", "p2p", "train", "hostlink"):  # as a host imports them
+        code = f"import {name}; print({name}.probelib.load_cotenants().__file__)"
+        p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60)
+        assert p.stdout.strip() == str(tmp_path / "cotenants.py"), (name, p.stdout, p.stderr)
+    # run from the source tree (by hand, bench/): the sampler, not the controller's signoff/cotenants.py
+    for name in ("soak/probe_soak.py", "interconnect/probe_allreduce.py"):
+        code = (f"import runpy; g = runpy.run_path({str(ROOT / 'signoff' / name)!r}); "
+                "print(g['probelib'].load_cotenants().__file__)")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert p.stdout.strip() == str(ROOT / "signoff/gpu/probe_cotenants.py"), (name, p.stdout, p.stderr)
     hog = detached(tmp_path, "gemm_hog", {k: v for k, v in os.environ.items() if k != "SIGNOFF_PROBE_OWNER"})
     fake = tmp_path / "fake"
     fake.mkdir()

@@ -18,6 +18,8 @@ def test_every_family_found_with_its_criteria_and_probes():
     assert set(families.probes()) == {"sysinfo", "allreduce", "p2p", "storage", "netinfo",
                                       "netpair", "soak", "train", "loader", "hostlink", "sdc", "hbm",
                                       "cotenants"}
+    # what a host gets: each probe as <name>.py, and what they share beside them
+    assert set(families.shipped()) == {f"{n}.py" for n in families.probes()} | {"probelib.py"}
     assert profiles.top_keys() >= {"criteria", "hardware", "soak", "training"}
 
 

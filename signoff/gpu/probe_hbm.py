@@ -6,23 +6,14 @@ import json
 import os
 import sys
 
+try:
+    import probelib  # shipped beside every probe (signoff/probelib.py)
+except ImportError:  # run from the source tree
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import probelib
+
 SIZE = 1 << 30
 WARMUP, ITERS = 3, 20
-
-
-def load_cotenants():
-    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
-    tree): its sampler names another process on a GPU during the measurement. None where
-    neither is there: the document then has no `cotenants` (not sampled)."""
-    import importlib.util
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("cotenants", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
-    return None
 
 
 def main():
@@ -35,7 +26,7 @@ def main():
         print(json.dumps({"probe": "hbm", "error": "torch.cuda.is_available() is False"}))
         return 0
     doc = {"probe": "hbm", "bytes": SIZE, "iters": ITERS, "gpus": {}, "errors": {}}
-    cot = load_cotenants()
+    cot = probelib.load_cotenants()
     seen = cot.watch(0.5, "HBM copies") if cot else None  # at the start, every 0.5 s, at the end
     for i in range(torch.cuda.device_count()):
         try:

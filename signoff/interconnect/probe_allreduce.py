@@ -13,11 +13,16 @@ import json
 import os
 import re
 import shutil
-import socket
 import sys
 import tempfile
 import time
 import traceback
+
+try:
+    import probelib  # shipped beside every probe (signoff/probelib.py)
+except ImportError:  # run from the source tree
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import probelib
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 NCCL_LOG = "nccl.%h.%p.log"
@@ -36,35 +41,6 @@ def sizes(lo, hi, factor):
         out.append(s)
         s *= factor
     return out
-
-
-def listen(addr, port):
-    """The rendezvous listener, bound to the measured interface only (not 0.0.0.0)."""
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((addr, port))
-    s.listen(128)
-    return s
-
-
-def serve(sock, addr, world, timeout):
-    """The rendezvous store on `sock` (node 0's first rank; None elsewhere), serving before any
-    rank starts: a rank (another node's too) that connected to the bare listener before the
-    store served it had its connection closed ("Failed to recv, got 0 bytes") under load."""
-    if sock is None:
-        return None
-    import torch.distributed as dist
-    return dist.TCPStore(addr, sock.getsockname()[1], world, is_master=True,
-                         timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False,
-                         master_listen_fd=sock.fileno())
-
-
-def start_method(backend):
-    """gloo's CPU ranks fork: no CUDA in this process, and a spawned rank imports torch again
-    (about 2 s of CPU each); NCCL's spawn, as CUDA needs (a fork after CUDA's init fails). A
-    forked rank has no copy of the store's server thread (fork copies the calling thread only)
-    and never touches the store object it inherits."""
-    return "fork" if backend == "gloo" else "spawn"
 
 
 def median(xs):
@@ -178,21 +154,6 @@ def worker(local_rank, local_world, args, port, out_path):
         dist.destroy_process_group()
 
 
-def load_cotenants():
-    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
-    tree): its sampler names another process on a GPU during the measurement. None where
-    neither is there: the document then has no `cotenants` (not sampled)."""
-    import importlib.util
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("cotenants", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
-    return None
-
-
 def nccl_transports(logdir):
     """What NCCL reported it used between ranks ('via P2P/CUMEM', 'via SHM', 'via NET/IB')."""
     found, lines = {}, []
@@ -269,7 +230,7 @@ def main():
     sys.stderr.write("signoff-event started node %d\n" % args.node_rank)
     sys.stderr.flush()
     t0 = time.time()
-    cot = load_cotenants() if args.backend == "nccl" else None
+    cot = probelib.load_cotenants() if args.backend == "nccl" else None
     # before the ranks start: they inherit its mark (under srun: the step's, every task alike)
     first = not args.slurm or os.environ.get("SLURM_LOCALID") == "0"
     seen = cot.watch(1.0, "all-reduce") if cot and first else None
@@ -279,17 +240,17 @@ def main():
         for attempt in (1, 2):
             port, sock = args.master_port, None
             if rank == 0 and args.node_rank == 0:
-                sock = listen(args.master_addr, port)
+                sock = probelib.listen(args.master_addr, port)
                 socks.append(sock)
                 port = sock.getsockname()[1]
             if args.slurm:
-                store = serve(sock, args.master_addr, world * args.nnodes, args.timeout)
+                store = probelib.serve(sock, args.master_addr, world * args.nnodes, args.timeout)
                 worker(int(os.environ["SLURM_LOCALID"]), world, args, port, out_path)
                 break
             try:
-                store = serve(sock, args.master_addr, world * args.nnodes, args.timeout)
+                store = probelib.serve(sock, args.master_addr, world * args.nnodes, args.timeout)
                 mp.start_processes(worker, args=(world, args, port, out_path), nprocs=world,
-                                   start_method=start_method(args.backend))
+                                   start_method=probelib.start_method(args.backend))
                 break
             except mp.ProcessExitedException as exc:
                 # as probe_train: gloo's C++ threads can abort a CPU rank (pytorch/gloo#514): a

@@ -12,6 +12,12 @@ import subprocess
 import sys
 import time
 
+try:
+    import probelib  # shipped beside every probe (signoff/probelib.py)
+except ImportError:  # run from the source tree
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import probelib
+
 PCIE_LEVEL = {0: "SAME", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
@@ -63,21 +69,6 @@ def topology():
     finally:
         nv.nvmlShutdown()
     return out
-
-
-def load_cotenants():
-    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
-    tree): its sampler names another process on a GPU during the measurement. None where
-    neither is there: the document then has no `cotenants` (not sampled)."""
-    import importlib.util
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("cotenants", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
-    return None
 
 
 def ranges(xs):
@@ -147,7 +138,7 @@ def main():
     doc["gpus"] = n
     if n >= 2 and not args.no_bandwidth:
         t0 = time.time()
-        cot = load_cotenants()
+        cot = probelib.load_cotenants()
         seen = cot.watch(0.5, "P2P copies") if cot else None
         doc["unidirectional"], doc["bidirectional"], doc["peer_access"] = bandwidth(
             torch, n, args.bytes, args.iters)

@@ -18,21 +18,14 @@ import sys
 import threading
 import time
 
+try:
+    import probelib  # shipped beside every probe (signoff/probelib.py)
+except ImportError:  # run from the source tree
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import probelib
+
 # CUDA's order is then NVML's (PCI bus order); UUIDs are matched when torch exposes them.
 os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-
-def load_cotenants():
-    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
-    tree); None where neither is there: the document then has no `cotenants` (not sampled)."""
-    import importlib.util
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("cotenants", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
-    return None
 
 
 FIELDS = ("temp", "mem_temp", "power", "sm_clock", "reasons", "util", "tflops", "ecc_corr", "ecc_unc")
@@ -381,7 +374,7 @@ def run(args, nvml, torch, devices):
     viol_before = [nvml.violations(i) for i in range(len(gpus))]
     load_start = [time.monotonic()]
     xid = Xid(nvml, lambda: time.monotonic() - load_start[0])
-    cot = load_cotenants()
+    cot = probelib.load_cotenants()
     if cot is not None:  # another process's load would pass for this GPU's (issue 29 item 5)
         cot = cot.Sampler(nvml.nv, nvml.handles, args.interval, lambda: time.monotonic() - load_start[0],
                           lambda e: emit(dict(e, type="event", event="cotenant")), "soak")

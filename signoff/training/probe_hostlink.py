@@ -11,6 +11,12 @@ import json
 import os
 import sys
 
+try:
+    import probelib  # shipped beside every probe (signoff/probelib.py)
+except ImportError:  # run from the source tree
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import probelib
+
 
 def cpulist(text):
     """'0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11}."""
@@ -51,21 +57,6 @@ def fmt(cpus):
     return ",".join(out)
 
 
-def load_cotenants():
-    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
-    tree): its sampler names another process on a GPU during the measurement. None where
-    neither is there: the document then has no `cotenants` (not sampled)."""
-    import importlib.util
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("cotenants", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
-    return None
-
-
 def copy_gbps(torch, src, dst, warmup, iters):
     for _ in range(warmup):
         dst.copy_(src, non_blocking=True)
@@ -99,7 +90,7 @@ def main():
         print(json.dumps(doc))
         return 0
     gpus = []
-    cot = load_cotenants()
+    cot = probelib.load_cotenants()
     seen = cot.watch(0.5, "host-GPU copies") if cot else None
     try:
         for i in range(torch.cuda.device_count()):

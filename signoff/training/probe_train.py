@@ -19,57 +19,18 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import sys
 import tempfile
 import time
 import traceback
 
+try:
+    import probelib  # shipped beside every probe (signoff/probelib.py)
+except ImportError:  # run from the source tree
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import probelib
+
 FORMULA = "6 * params * batch * seq + 12 * layers * batch * seq^2 * d_model per rank and step"
-
-
-def listen(addr, port):
-    """The rendezvous listener, bound to the given address only (as probe_allreduce's)."""
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((addr, port))
-    s.listen(128)
-    return s
-
-
-def serve(sock, addr, world, timeout):
-    """The rendezvous store on `sock` (node 0's first rank; None elsewhere), serving before any
-    rank starts: a rank (another node's too) that connected to the bare listener before the
-    store served it had its connection closed ("Failed to recv, got 0 bytes") under load."""
-    if sock is None:
-        return None
-    import torch.distributed as dist
-    return dist.TCPStore(addr, sock.getsockname()[1], world, is_master=True,
-                         timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False,
-                         master_listen_fd=sock.fileno())
-
-
-def start_method(backend):
-    """gloo's CPU ranks fork: no CUDA in this process, and a spawned rank imports torch again
-    (about 2 s of CPU each); NCCL's spawn, as CUDA needs (a fork after CUDA's init fails). A
-    forked rank has no copy of the store's server thread (fork copies the calling thread only)
-    and never touches the store object it inherits."""
-    return "fork" if backend == "gloo" else "spawn"
-
-
-def load_cotenants():
-    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
-    tree): its sampler names another process on a GPU during the measurement. None where
-    neither is there: the document then has no `cotenants` (not sampled)."""
-    import importlib.util
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "cotenants.py"), os.path.join(here, "..", "gpu", "probe_cotenants.py")):
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("cotenants", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
-    return None
 
 
 def widths_for(world, given):
@@ -263,7 +224,7 @@ def main():
     sys.stderr.flush()
     t0 = time.time()
     out_path = os.path.join(tempfile.mkdtemp(prefix="train.", dir="."), "rows.json")
-    cot = load_cotenants() if args.backend == "nccl" else None
+    cot = probelib.load_cotenants() if args.backend == "nccl" else None
     # before the ranks start: they inherit its mark
     seen = cot.watch(1.0, "training step") if cot else None
     store = None
@@ -272,13 +233,13 @@ def main():
         for attempt in (1, 2):
             port, sock = args.master_port, None
             if args.node_rank == 0:
-                sock = listen(args.master_addr, port)
+                sock = probelib.listen(args.master_addr, port)
                 socks.append(sock)
                 port = sock.getsockname()[1]
             try:
-                store = serve(sock, args.master_addr, local * args.nnodes, args.timeout)
+                store = probelib.serve(sock, args.master_addr, local * args.nnodes, args.timeout)
                 mp.start_processes(worker, args=(local, args, port, out_path), nprocs=local,
-                                   start_method=start_method(args.backend))
+                                   start_method=probelib.start_method(args.backend))
                 break
             except mp.ProcessExitedException as exc:
                 # gloo's C++ threads can abort a CPU rank on a torn connection (pytorch/gloo#514):

@@ -1,0 +1,63 @@
+"""What several host-side probes share, shipped beside every probe as probelib.py (Fleet ships
+families.shipped()): the rendezvous of a collective (probe_allreduce, probe_train) and the loader
+of the co-tenant sampler (cotenants.py, signoff/gpu/probe_cotenants.py). Standard library only,
+as the probes: it runs under the host's own Python, never the controller's venv.
+
+A probe imports it as shipped, or from the source tree (signoff/<family>/probe_<name>.py run
+by hand or by a bench script):
+
+    try:
+        import probelib  # shipped beside the probe
+    except ImportError:  # the source tree: signoff/probelib.py
+        sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import probelib
+"""
+import datetime
+import importlib.util
+import os
+import socket
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def listen(addr, port):
+    """The rendezvous listener, bound to the measured interface only (not 0.0.0.0)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen(128)
+    return s
+
+
+def serve(sock, addr, world, timeout):
+    """The rendezvous store on `sock` (node 0's first rank; None elsewhere), serving before any
+    rank starts: a rank (another node's too) that connected to the bare listener before the
+    store served it had its connection closed ("Failed to recv, got 0 bytes") under load."""
+    if sock is None:
+        return None
+    import torch.distributed as dist
+    return dist.TCPStore(addr, sock.getsockname()[1], world, is_master=True,
+                         timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False,
+                         master_listen_fd=sock.fileno())
+
+
+def start_method(backend):
+    """gloo's CPU ranks fork: no CUDA in this process, and a spawned rank imports torch again
+    (about 2 s of CPU each); NCCL's spawn, as CUDA needs (a fork after CUDA's init fails). A
+    forked rank has no copy of the store's server thread (fork copies the calling thread only)
+    and never touches the store object it inherits."""
+    return "fork" if backend == "gloo" else "spawn"
+
+
+def load_cotenants():
+    """cotenants.py, shipped beside every probe (signoff/gpu/probe_cotenants.py in the source
+    tree): its sampler names another process on a GPU during the measurement. None where
+    neither is there: the document then has no `cotenants` (not sampled). The source tree's first:
+    its signoff/cotenants.py is the controller's judgement, not the sampler."""
+    for path in (os.path.join(HERE, "gpu", "probe_cotenants.py"), os.path.join(HERE, "cotenants.py")):
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("cotenants", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    return None
