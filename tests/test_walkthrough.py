@@ -26,18 +26,21 @@ pytestmark = [pytest.mark.lab, pytest.mark.install]  # root + sshd (tests/confte
 
 # The lab's "NICs": veths have no line rate (they report a nominal 10 Gb/s that iperf3 beats
 # by 1.2-1.3 x: the pairs then ERROR "more than the link carries"). So each host's link is
-# shaped to RATE_MBPS (tc) and a FAKE sysfs says so: the one fake of the walk-through.
-RATE_MBPS = 1000
+# shaped to RATE_MBPS (tc) and a FAKE sysfs says so: the one fake of the walk-through. At 1 Gb/s
+# 4 hosts' gloo ranks on 2 cores reached 0.87-0.93 of it, the node bound's 0.9 within noise, and
+# the multi-node all-reduce took 2-3 attempts (62 s of a 160 s run); at 500 Mb/s 0.93-0.96 at the
+# first (measured here, alone and beside tests/test_network_lab.py).
+RATE_MBPS = 500
 # A site profile as the README's "How long to soak" shows one (`extends` a shipped profile):
 # local's multi-node all-reduce sweeps to 1 GiB, which on gloo over 4 lab hosts on 2 cores took
 # 597 s of a 692 s run (measured here; its busbw peaked at 64 MiB): issue 30's budget cannot hold
-# it. Over these links busbw is flat from 1 to 32 MiB (0.115-0.119 GB/s, measured here), and a
-# sweep to 32 MiB still took 62 s of a 138 s run: 8 MiB is 0.1 s an all-reduce at 1 Gb/s;
-# everything else is local's.
+# it. Over these links busbw is flat from 1 MiB up (1 Gb/s: 0.115-0.119 GB/s from 1 to 32 MiB,
+# measured here), and a sweep to 32 MiB still took 62 s of a 138 s run: 4 MiB is 0.1 s an
+# all-reduce at 500 Mb/s; everything else is local's.
 SITE = """extends: local
 description: the lab walk-through (local, a shorter multi-node all-reduce sweep)
 criteria:
-  multinode_allreduce_busbw: {size: 8M, sweep: [1M, 8M]}
+  multinode_allreduce_busbw: {size: 4M, sweep: [1M, 4M]}
 """
 HARDWARE_NA = r"N\.A\.: {h} (has no NVIDIA GPU \(.*\) and profile \S+ needs none|runs the all-reduce " \
               r"on gloo \(no GPU\): NCCL transport does not apply)$"
@@ -155,9 +158,10 @@ def test_new_user_walkthrough(lab, tmp_path):
 
     # the verdict: PASS but for the figures judged against the links' and nodes' bounds, which
     # assume nodes computing apart on links of their own: here 4 "nodes" share 2 cores, and over
-    # the shaped links iperf3 reaches 0.90-0.96 x line rate, gloo's ring 0.91-0.92, the bounds'
-    # 0.9 within noise; train_scaling_nodes measured 0.43 vs 0.58, 0.78 vs 0.56, 1.33 vs 0.71
-    # x linear. Judged, with their figures, never an ERROR or N.A. (a pair above 1.05 x its line
+    # the shaped links (1 Gb/s) iperf3 reached 0.90-0.96 x line rate, gloo's ring 0.87-0.93, the
+    # bounds' 0.9 within noise (at 500 Mb/s 0.956-0.958 and 0.93-0.96); train_scaling_nodes
+    # measured 0.43 vs 0.58, 0.78 vs 0.56, 1.33 vs 0.71 (500 Mb/s: 0.64 vs 0.43, 0.63 vs 0.44) x
+    # linear. Judged, with their figures, never an ERROR or N.A. (a pair above 1.05 x its line
     # rate ERRORs: the FAKE rate would be wrong).
     status = {(r["criterion"], r["host"]): r["status"] for r in recs}
     noisy = {k: status.pop(k) for k in list(status)
