@@ -71,7 +71,7 @@ def run(tmp_path_factory):
                         "  allreduce_busbw: {min: 0.02, unit: GB/s, size: 16M, sweep: [1M, 16M], "
                         "source: 'a test floor: 1/10 of local, for hosts sharing 2 cores'}\n"
                         "  net_pair_bandwidth: {min: 100000, unit: Gb/s, streams: 2, duration: 2, "
-                        "source: 'test: beyond any veth, to put a FAIL on the cover'}\n")
+                        "attempts: 1, source: 'test: beyond any veth, to put a FAIL on the cover'}\n")
         rc, res, out = accept(tmp, "acceptance/test_interconnect.py", "acceptance/test_network.py",
                               "-k", "allreduce_busbw or nccl_transport or pair", "--inventory", str(inv),
                               "--profile", str(prof))
