@@ -676,10 +676,11 @@ def builtin_read(files, a, direct, drop_behind):
                             counts[i] += n
                             if drop_behind:
                                 os.posix_fadvise(fd, off, n, os.POSIX_FADV_DONTNEED)
+                        if not seq:  # counted once read whole, not when the window ends in it
+                            nfiles[i] += 1
                     finally:
                         if not seq:  # a data loader's worker: open, read whole, close
                             os.close(fd)
-                            nfiles[i] += 1
                 if deadline is None:
                     return
         finally:
