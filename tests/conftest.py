@@ -2,7 +2,10 @@
 except where the lab is required (SIGNOFF_REQUIRE_LAB=1, or CI set, as .ci/run does): there
 a lab test that cannot run FAILS with the reason, so CI never passes without its lab."""
 
+import fcntl
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 from lab import SSHD
@@ -18,6 +21,18 @@ def lab_missing(item=None) -> str | None:
 def lab_required() -> bool:
     return os.environ.get("SIGNOFF_REQUIRE_LAB") == "1" or \
         os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture
+def clone_reports():
+    """The clone's reports/, where a run without --report-dir writes: a test that writes there or
+    watches it for new runs holds this lock, since the two workers run such tests side by side (a
+    plan test saw test_cli's run appear and called it its own: fresh clone 2dffc49)."""
+    top = Path(__file__).resolve().parent.parent / "reports"
+    lock = Path(tempfile.gettempdir()) / ("signoff-tests-%d.lock" % os.stat(top.parent).st_ino)
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield top
 
 
 # `make test` hands whole files to 2 workers in this order (--no-loadscope-reorder): the longest

@@ -54,10 +54,10 @@ def test_no_options_runs_locally_without_ssh(tmp_path):
     assert (tmp_path / "junit.xml").exists()
 
 
-def test_reports_go_to_a_timestamped_dir_by_default(tmp_path):
-    before = set((ROOT / "reports").glob("2*"))
+def test_reports_go_to_a_timestamped_dir_by_default(tmp_path, clone_reports):
+    before = set(clone_reports.glob("2*"))
     p = run("-k", "allreduce_correct", "--partial", "--profile", QUICK)
-    new = set((ROOT / "reports").glob("2*")) - before
+    new = set(clone_reports.glob("2*")) - before
     try:
         assert p.returncode == 0, p.stdout
         assert len(new) == 1
@@ -246,13 +246,13 @@ def test_a_bare_clone_says_how_to_install(tmp_path):
     assert "`make accept`" in lines[0] and "`pip install .` into a venv" in lines[0]
 
 
-def test_collect_only_lists_the_checks_and_writes_nothing(tmp_path):
+def test_collect_only_lists_the_checks_and_writes_nothing(tmp_path, clone_reports):
     """--collect-only is pytest's: the checks listed, exit 0, no run, so no report directory."""
-    before = set((ROOT / "reports").glob("2*"))
+    before = set(clone_reports.glob("2*"))
     p = run("--collect-only", "-q", "--profile", "local")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "acceptance/test_health.py::test_error_counters[localhost]" in p.stdout
-    assert set((ROOT / "reports").glob("2*")) == before
+    assert set(clone_reports.glob("2*")) == before
     p = run("--collect-only", "-q", "--profile", "local", "--report-dir", str(tmp_path / "r"))
     assert p.returncode == 0 and not (tmp_path / "r").exists(), p.stdout
 
@@ -266,15 +266,15 @@ def test_a_k_that_matches_nothing_says_so(tmp_path):
     assert "(profile local; no check judged)" in p.stdout
 
 
-def test_rerun_runs_again_only_what_did_not_pass(tmp_path):
+def test_rerun_runs_again_only_what_did_not_pass(tmp_path, clone_reports):
     """--rerun DIR (and --lf: the newest run's) takes up the earlier run's checks that did not
     pass, as a partial run that names it; a dir that is no run, or one with nothing to rerun, is
     refused in one line. Run A: storage_read_small ERRORs (a storage path that does not exist); it
     goes to reports/ (the newest run there, for --lf)."""
-    before = set((ROOT / "reports").glob("2*"))
+    before = set(clone_reports.glob("2*"))
     p = run("acceptance/test_storage.py", "-k", "read_small", "--profile", "local",
             "--storage-path", str(tmp_path / "gone"), command=("pytest",))
-    made = set((ROOT / "reports").glob("2*")) - before
+    made = set(clone_reports.glob("2*")) - before
     try:
         assert p.returncode == 2 and len(made) == 1, p.stdout[-2000:]
         a = next(iter(made))

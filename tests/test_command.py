@@ -115,7 +115,7 @@ def reports(where: Path) -> set[Path]:
     return set((where / "reports").glob("2*"))
 
 
-def test_plan_lists_hosts_checks_thresholds_and_writes_nothing(tmp_path):
+def test_plan_lists_hosts_checks_thresholds_and_writes_nothing(tmp_path, clone_reports):
     before = reports(ROOT)
     p = signoff("plan", "--hosts", "node[01-04]", "--profile", "h200-8x-nvlink", "--only", "network,soak",
                 "--soak-duration", "2h", "--no-contact", cwd=tmp_path)  # no such hosts to ask

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import mmap
@@ -150,6 +151,18 @@ def _probe_module():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def test_a_small_file_the_window_ends_inside_is_not_counted_as_read(tmp_path):
+    # a sparse 64 GiB "small file" read in 4 KiB blocks: 16 M reads cannot end within the
+    # 1 s window, so the window always ends inside it (the overcount fixed in d432d75)
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(64 << 30)
+    a = argparse.Namespace(bs="4K", workload="small", jobs=1, iodepth=1, no_aio=False,
+                           start_at=0, runtime=1)
+    got = _probe_module().builtin_read([(str(big), 64 << 30)], a, False, False)
+    assert got["bytes"] > 0 and got["bytes"] < 64 << 30 and got["files_read"] == 0, got
 
 
 @pytest.mark.parametrize("fstype, shared", [
