@@ -123,6 +123,18 @@ def _estimates(config, prof, picked: set[str], cols: dict, pairs: list) -> list[
     return families.estimates(config, prof, picked, [p for p in pairs if p])
 
 
+def rerun_ids(again: dict | None, picked: list[catalog.Entry]) -> dict[str, list[str]] | None:
+    """--rerun's checks among the picked ones: criterion -> the ids it runs again on ([''] for a
+    check over all hosts), in the sheet's order; None without --rerun."""
+    if not again:
+        return None
+    ids: dict[str, list[str]] = {}
+    for test in again["tests"]:
+        name, _, param = test.split("::")[-1].partition("[")
+        ids.setdefault(name.removeprefix("test_"), []).append(param.removesuffix("]"))
+    return {e.criterion: ids[e.criterion] for e in picked if e.criterion in ids}
+
+
 def only_text(picked: list[catalog.Entry], targets: list[str]) -> str:
     """What --only named: its files whole, its checks by name."""
     whole = {Path(t).stem.removeprefix("test_") for t in targets if "::" not in t}
@@ -130,13 +142,17 @@ def only_text(picked: list[catalog.Entry], targets: list[str]) -> str:
 
 
 def text(config, state, targets: list[str], contact: bool = True) -> str:
-    from signoff import fixtures
+    from signoff import fixtures, report, rerun
     inv = state.inventory
     names = [h.name for h in inv.hosts]
     cases = fixtures.parametrized(config)
     cols = {f: [i for _, i in c] for f, c in cases.items()}
     everything = catalog.checks(params=tuple(cols))
     picked = catalog.picked(everything, targets)  # --only's files and checks
+    earlier = state.rerun or rerun.of(config)  # a plan is no acceptance run: the plugin left it
+    again = rerun_ids(earlier, picked)
+    if again is not None:  # --rerun: only the earlier run's checks that did not pass, as a run selects
+        picked = [e for e in picked if e.criterion in again]
     prof = state.profile
     if state.job:
         launcher = f"srun steps of Slurm job {state.job}"
@@ -175,9 +191,15 @@ def text(config, state, targets: list[str], contact: bool = True) -> str:
         spec = crits.get(name, {})
         return next((shown(spec[k]["from"]) for k in profiles.LIMIT_KEYS
                      if spec.get(k, {}).get("from")), None)
-    n_checks = sum(len(cols.get(e.scope, [])) if e.scope else 1 for e in picked)
+    n_checks = sum(len(again[e.criterion]) for e in picked) if again is not None else \
+        sum(len(cols.get(e.scope, [])) if e.scope else 1 for e in picked)
+    narrowed = f" (--only: {only_text(picked, targets)})" if again is None else ""
     lines.append(f"checks: {len(picked)} of the sheet's {len(everything)} criteria, {n_checks} checks"
-                 + (f" (--only: {only_text(picked, targets)})" if len(picked) < len(everything) else ""))
+                 + (narrowed if len(picked) < len(everything) else ""))
+    if again is not None:
+        lines.append(f"  {report.rerun_text({'rerun': earlier})}: "
+                     + "; ".join(f"{c} on {hostlist.fold(ids) if ids != [''] else 'all hosts'}"
+                                 for c, ids in again.items()))
     if len(picked) < len(everything) and not config.getoption("partial"):
         lines.append("  a run of a part of the sheet is INCOMPLETE unless --partial is given")
     if prof is not None or kids:
@@ -187,8 +209,11 @@ def text(config, state, targets: list[str], contact: bool = True) -> str:
         lines += preflight.lines(config, inv, facts, prof, {e.criterion for e in picked})
     for scope in dict.fromkeys(e.scope for e in picked):
         ids = cols.get(scope, [])
+        if again is not None:  # only the ids the rerun names, in the sheet's order
+            named = {i for e in picked if e.scope == scope for i in again[e.criterion]}
+            ids = [i for i in ids if i in named]
         if scope == "host":
-            lines.append(f"per host, on each of {hostlist.fold(names)}:")
+            lines.append(f"per host, on each of {hostlist.fold(ids if again is not None else names)}:")
         elif scope is None:
             lines.append("once, over all hosts at once:")
         else:

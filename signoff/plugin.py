@@ -135,15 +135,6 @@ def _check_baseline_options(config) -> None:
                          "PATH/results.json or leave --fail-on-regression out")
 
 
-def _rerun(config) -> dict | None:
-    """--rerun DIR, or pytest's --lf (an option of the clone's pytest, whose cache signoff turns
-    off: it would rerun nothing signoff did not run, silently) as the newest run's rerun."""
-    arg = config.getoption("rerun")
-    if arg is None and config.getoption("lf", False):
-        return rerun.load(str(rerun.newest()), via=rerun.LF)
-    return rerun.load(arg) if arg is not None else None
-
-
 def pytest_collection_modifyitems(config, items):
     """--rerun: the earlier run's checks that did not pass, the rest deselected (said, as -k's)."""
     state = config.stash.get(STATE, None)
@@ -241,7 +232,7 @@ def pytest_configure(config):
         _check_baseline_options(config)
         tolerance = baseline.tolerance_arg(config.getoption("baseline_tolerance"))
         base = baseline.load(config.getoption("baseline")) if config.getoption("baseline") else None
-        again = _rerun(config) if _is_acceptance_run(config) else None  # not the suite's own tests/
+        again = rerun.of(config) if _is_acceptance_run(config) else None  # not the suite's own tests/
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = State(inv, prof, arg, klass, run_id=new_run_id(), base=base, tolerance=tolerance,

@@ -25,6 +25,15 @@ def newest(reports: Path | None = None) -> Path:
     return runs[-1]
 
 
+def of(config) -> dict | None:
+    """--rerun DIR, or pytest's --lf (an option of the clone's pytest, whose cache signoff turns
+    off: it would rerun nothing signoff did not run, silently) as the newest run's rerun."""
+    arg = config.getoption("rerun")
+    if arg is None and config.getoption("lf", False):
+        return load(str(newest()), via=LF)
+    return load(arg) if arg is not None else None
+
+
 def load(arg: str, via: str = "") -> dict:
     """What `--rerun arg` reruns: meta.rerun (the earlier run, its checks that did not pass by
     status) and, under "tests", their node ids."""

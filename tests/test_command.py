@@ -134,6 +134,33 @@ def test_plan_lists_hosts_checks_thresholds_and_writes_nothing(tmp_path, clone_r
     assert reports(ROOT) == before and list(tmp_path.iterdir()) == []
 
 
+def test_plan_with_rerun_lists_only_what_did_not_pass(tmp_path):
+    """--rerun narrows a plan as it narrows the run: the earlier run's checks that did not pass,
+    their hosts, pairs, and the run named (not the whole sheet, as before)."""
+    earlier = tmp_path / "a"
+    earlier.mkdir()
+    res = [("test_versions.py::test_version_parity[node02]", "FAIL"),
+           ("test_versions.py::test_version_parity[node01]", "PASS"),
+           ("test_versions.py::test_version_parity[node04]", "ERROR"),
+           ("test_network.py::test_net_pair_bandwidth[node03->node04]", "FAIL"),
+           ("test_network.py::test_multinode_allreduce", "NOT RUN"),
+           ("test_network.py::test_nic_link[node01]", "N.A.")]
+    (earlier / "results.json").write_text(json.dumps({
+        "verdict": "FAIL", "meta": {"run": "r1"},
+        "results": [{"test": "acceptance/" + t, "status": s} for t, s in res]}))
+    p = signoff("plan", "--hosts", "node[01-04]", "--profile", "h200-8x-nvlink", "--rerun", str(earlier),
+                "--no-contact", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"checks: 3 of the sheet's \d+ criteria, 4 checks\n", p.stdout), p.stdout
+    assert ("  Rerun of run r1 (a): its 4 checks that did not pass (2 FAIL, 1 ERROR, 1 NOT RUN): "
+            "net_pair_bandwidth on node03->node04; multinode_allreduce on all hosts; "
+            "version_parity on node[02,04]") in p.stdout, p.stdout
+    assert "per host, on each of node[02,04]:\n  version_parity " in p.stdout, p.stdout
+    assert "per pair (1): node03->node04:\n  net_pair_bandwidth " in p.stdout, p.stdout
+    listed = re.findall(r"(?m)^  (\w+) +\w+ ", p.stdout.split("profile: ", 1)[1].split("long measurements")[0])
+    assert sorted(listed) == ["multinode_allreduce", "net_pair_bandwidth", "version_parity"], p.stdout
+
+
 def test_plan_auto_asks_the_hosts(tmp_path):
     inv = tmp_path / "inv.yaml"
     inv.write_text(f"defaults: {{python: {sys.executable}}}\n"
