@@ -157,7 +157,8 @@ def test_plan_with_rerun_lists_only_what_did_not_pass(tmp_path):
             "version_parity on node[02,04]") in p.stdout, p.stdout
     assert "per host, on each of node[02,04]:\n  version_parity " in p.stdout, p.stdout
     assert "per pair (1): node03->node04:\n  net_pair_bandwidth " in p.stdout, p.stdout
-    listed = re.findall(r"(?m)^  (\w+) +\w+ ", p.stdout.split("profile: ", 1)[1].split("long measurements")[0])
+    sheet = p.stdout.split("profile: ", 1)[1].split("long measurements")[0]
+    listed = re.findall(r"(?m)^  (\w+) +\w+ ", sheet)
     assert sorted(listed) == ["multinode_allreduce", "net_pair_bandwidth", "version_parity"], p.stdout
 
 
