@@ -9,7 +9,7 @@ never do, so nothing wrong is ever measured again into a PASS."""
 
 from __future__ import annotations
 
-from signoff import InputError, cotenants, families
+from signoff import InputError, cotenants, families, units
 from signoff.units import parse_fraction
 
 # A neighbour's job or a clock ramp costs one attempt, not the sign-off: best of 3 in all,
@@ -50,10 +50,9 @@ def unstable(doc: dict, t, unit: str) -> str | None:
     if not families.criteria()[t.criterion].get("retry") or len(tries) < 2 or not _number(spread) \
             or spread <= max_spread(t):
         return None
-    shown = ", ".join(f"{v:g}" if _number(v) else "none" for v in tries)
-    return (f"unstable: {len(tries)} attempts gave {shown} {unit}, a spread of {spread:g} % > max_spread "
-            f"{max_spread(t):g} % ({t.profile}): a flapping link, a GPU that throttles in one attempt or "
-            f"a neighbour's load, never signed off on its best attempt")
+    return (f"unstable: {len(tries)} attempts gave {_shown(tries)} {unit}, a spread of {spread:g} % > "
+            f"max_spread {max_spread(t):g} % ({t.profile}): a flapping link, a GPU that throttles in one "
+            f"attempt or a neighbour's load, never signed off on its best attempt")
 
 
 def spread_pct(figures: list) -> float | None:
@@ -113,10 +112,14 @@ def said(doc: dict, unit: str) -> str:
     tries = doc.get("attempts") or []
     if not tries:
         return ""
-    shown = ", ".join(f"{v:g}" if _number(v) else "none" for v in tries)
     spread = doc.get("spread_pct")
-    return f", best of {len(tries)} attempts ({shown} {unit}" + \
+    return f", best of {len(tries)} attempts ({_shown(tries)} {unit}" + \
         (f"; spread {spread:g} %)" if _number(spread) else ")")
+
+
+def _shown(tries: list) -> str:
+    """Every attempt's figure as every output rounds it (units.figure): '451.7', not '451.659'."""
+    return ", ".join(units.figure(v) if _number(v) else "none" for v in tries)
 
 
 def _number(v) -> bool:

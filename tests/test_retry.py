@@ -123,6 +123,9 @@ def test_only_retried_criteria_take_attempts(tmp_path):
         profile_with(tmp_path, "  train_loss_falls: {max: 0.9, unit: x, attempts: 2, source: 'test'}\n")
     assert retry.spread_pct([None, None]) is None and retry.said({"attempts": [None, 0]}, "GB/s") == \
         ", best of 2 attempts (none, 0 GB/s)"
+    # each attempt rounded as the report rounds the judged figure (units.figure), not as %g
+    assert retry.said({"attempts": [451.658521, 103674.2], "spread_pct": 99.6}, "GB/s") == \
+        ", best of 2 attempts (451.7, 103674 GB/s; spread 99.6 %)"
 
 
 def read(gbps: float, defeated: bool = True) -> dict:
