@@ -18,6 +18,7 @@ from test_lab_acceptance import ROOT, accept, by_key, leftovers
 from signoff import inventory as inv_mod
 from signoff.fleet import Fleet, ProbeError
 from signoff.results import load as load_results
+from signoff.units import figure
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 LAB = str(ROOT / "tests" / "profiles" / "lab.yaml")
@@ -94,8 +95,8 @@ def test_shaped_link_fails_that_pair_after_its_attempts_and_bisection_names_the_
     slow = r[("net_pair_bandwidth", "lab3->lab1")]
     tries = slow["details"]["attempts"]
     assert slow["status"] == "FAIL" and len(tries) == 2 and max(tries) == slow["measured"] < 0.5, slow
-    assert (f"lab3->lab1: iperf3 throughput (4 streams, best of 2 attempts ({tries[0]:g}, {tries[1]:g} "
-            f"Gb/s; spread ") in slow["message"], slow["message"]
+    assert (f"lab3->lab1: iperf3 throughput (4 streams, best of 2 attempts ({figure(tries[0])}, "
+            f"{figure(tries[1])} Gb/s; spread ") in slow["message"], slow["message"]
     assert "expected >= 1 Gb/s" in slow["message"]
     multi = r[("multinode_allreduce", "all hosts")]
     assert multi["status"] == "FAIL" and len(multi["details"]["attempts"]) == 2, multi

@@ -21,6 +21,7 @@ from signoff import InputError, inventory, profiles
 from signoff.profiles import Threshold
 from signoff.storage import judge
 from signoff.storage import run as storage_run
+from signoff.units import figure
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "signoff" / "storage" / "probe_storage.py"
@@ -488,9 +489,10 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
         tries = f["details"]["attempts"]
         assert len(tries) == 2 and f["measured"] == max(tries) and f["details"]["spread_pct"] >= 0, f
         assert f["message"].startswith(
-            f"localhost: {what} of {data} ({how}, best of 2 attempts ({tries[0]:g}, {tries[1]:g} GB/s; "
-            f"spread {f['details']['spread_pct']:g} %)) = {f['measured']} GB/s, expected >= 10000 GB/s "
-            f"(fast, source: test: beyond any disk); likely cause: {data} is ext4 from "), f["message"]
+            f"localhost: {what} of {data} ({how}, best of 2 attempts ({figure(tries[0])}, "
+            f"{figure(tries[1])} GB/s; spread {f['details']['spread_pct']:g} %)) = {f['measured']} GB/s, "
+            f"expected >= 10000 GB/s (fast, source: test: beyond any disk); likely cause: {data} is ext4 "
+            f"from "), f["message"]
         assert f["details"]["tool"] == "builtin" and f["details"]["cache"]["defeated"]
     assert "files/s over 2 readers" in r["storage_read_small"]["message"]
     agg = r["storage_read_aggregate"]
@@ -498,7 +500,7 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
     assert agg["status"] == "FAIL" and agg["message"].startswith(
         "all hosts: aggregate read of 1 host at once over ")
     assert len(tries) == 2 and agg["measured"] == max(tries), agg
-    assert f", best of 2 attempts ({tries[0]:g}, {tries[1]:g} GB/s; spread " in agg["message"]
+    assert f", best of 2 attempts ({figure(tries[0])}, {figure(tries[1])} GB/s; spread " in agg["message"]
     assert f"= {agg['measured']} GB/s, expected >= 0.001 GB/s and every host >= 5000 GB/s (fast, " \
         "source: test: beyond any disk); below the per-host minimum: localhost read " in agg["message"]
     assert agg["expected"] == ">= 0.001 GB/s and every host >= 5000 GB/s"

@@ -18,6 +18,7 @@ from test_storage import marked, snapshot
 
 from signoff.hostlist import fold
 from signoff.results import load as load_results
+from signoff.units import figure
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 
@@ -206,7 +207,7 @@ def test_a_read_that_misses_is_read_again_and_one_that_passes_or_is_no_figure_is
         seq, small = r[("storage_read_seq", h)], r[("storage_read_small", h)]
         tries = seq["details"]["attempts"]
         assert seq["status"] == "FAIL" and len(tries) == 2 and seq["measured"] == max(tries), seq
-        assert f", best of 2 attempts ({tries[0]:g}, {tries[1]:g} GB/s; spread " \
+        assert f", best of 2 attempts ({figure(tries[0])}, {figure(tries[1])} GB/s; spread " \
                f"{seq['details']['spread_pct']:g} %)) = {seq['measured']} GB/s" in seq["message"], seq
         assert seq["details"]["read"].startswith("alone, one host after another"), seq
         assert small["status"] == "PASS" and small["details"]["attempts"] is None, small
