@@ -146,6 +146,25 @@ def test_methodology_states_the_model_formula_and_loader():
     assert "uint8 3x256x256 -> bilinear 224x224" in rows[1]["how"] and "1 GiB per GPU" in rows[2]["how"]
 
 
+@pytest.mark.parametrize("probe", ["training/probe_train.py", "interconnect/probe_allreduce.py"])
+def test_a_rank_that_raises_leaves_no_error_file_in_the_hosts_temp_dir(tmp_path, probe):
+    """A node whose peers never come (node 1 of 2, node 0's store on a port nobody serves): each
+    rank raises, and torch.multiprocessing writes its error file to the temp dir and never
+    removes it. The probe's own dir takes it, and goes: the host's temp dir and the cwd stay
+    as they were (18 pytorch-errorfile-*.pickle in /tmp after 5 runs of this suite, before)."""
+    import os
+    tmp, cwd = tmp_path / "tmp", tmp_path / "cwd"
+    tmp.mkdir()
+    cwd.mkdir()
+    path = Path(__file__).resolve().parent.parent / "signoff" / probe
+    r = subprocess.run([sys.executable, str(path), "--backend", "gloo", "--nnodes", "2", "--node-rank", "1",
+                        "--master-addr", "127.0.0.1", "--master-port", "1", "--timeout", "2"], cwd=cwd,
+                       env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=120)
+    doc = json.loads(r.stdout.splitlines()[-1])
+    assert r.returncode == 1 and "ProcessRaisedException" in doc["error"], doc
+    assert list(tmp.iterdir()) == [] and list(cwd.iterdir()) == []
+
+
 @pytest.mark.parametrize("probe, args", [
     ("training/probe_train.py", None),  # local's training step
     ("interconnect/probe_allreduce.py", ["--min-bytes", "1M", "--max-bytes", "1M"]),

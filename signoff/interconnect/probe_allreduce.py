@@ -222,6 +222,9 @@ def main():
         doc["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
     logdir = tempfile.mkdtemp(prefix="allreduce.", dir=".")
     out_path = os.path.join(logdir, "rows.json")
+    # torch.multiprocessing leaves a rank's error file (pytorch-errorfile-*.pickle) in the temp
+    # dir when the rank raises: here, the one this probe removes, not the host's /tmp
+    tempfile.tempdir = os.path.abspath(logdir)
     if args.backend == "nccl":
         # Ask NCCL which transport it picks; the user's own NCCL_* settings stay in force.
         os.environ.setdefault("NCCL_DEBUG", "INFO")

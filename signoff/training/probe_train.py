@@ -19,6 +19,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -223,7 +224,9 @@ def main():
     sys.stderr.write("signoff-event started node %d\n" % args.node_rank)
     sys.stderr.flush()
     t0 = time.time()
-    out_path = os.path.join(tempfile.mkdtemp(prefix="train.", dir="."), "rows.json")
+    logdir = tempfile.mkdtemp(prefix="train.", dir=".")
+    out_path = os.path.join(logdir, "rows.json")
+    tempfile.tempdir = os.path.abspath(logdir)  # a rank's error file goes there (probe_allreduce)
     cot = probelib.load_cotenants() if args.backend == "nccl" else None
     # before the ranks start: they inherit its mark
     seen = cot.watch(1.0, "training step") if cot else None
@@ -259,6 +262,7 @@ def main():
     del store
     doc["elapsed_s"] = round(time.time() - t0, 2)
     doc.update(seen.stop() if seen else {})
+    shutil.rmtree(logdir, ignore_errors=True)  # run by hand, nothing is left in the cwd
     print(json.dumps(doc))
     return 1 if "error" in doc else 0
 
