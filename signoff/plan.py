@@ -123,16 +123,19 @@ def _estimates(config, prof, picked: set[str], cols: dict, pairs: list) -> list[
     return families.estimates(config, prof, picked, [p for p in pairs if p])
 
 
-def rerun_ids(again: dict | None, picked: list[catalog.Entry]) -> dict[str, list[str]] | None:
+def rerun_ids(again: dict | None, picked: list[catalog.Entry], cols: dict) -> dict[str, list[str]] | None:
     """--rerun's checks among the picked ones: criterion -> the ids it runs again on ([''] for a
-    check over all hosts), in the sheet's order; None without --rerun."""
+    check over all hosts), in the sheet's order; None without --rerun. A host or pair these
+    options no longer name is left out, as the run leaves it (no such check to collect)."""
     if not again:
         return None
     ids: dict[str, list[str]] = {}
     for test in again["tests"]:
         name, _, param = test.split("::")[-1].partition("[")
         ids.setdefault(name.removeprefix("test_"), []).append(param.removesuffix("]"))
-    return {e.criterion: ids[e.criterion] for e in picked if e.criterion in ids}
+    kept = {e.criterion: [i for i in ids.get(e.criterion, []) if not e.scope or i in cols.get(e.scope, [])]
+            for e in picked}
+    return {c: i for c, i in kept.items() if i}
 
 
 def only_text(picked: list[catalog.Entry], targets: list[str]) -> str:
@@ -150,7 +153,7 @@ def text(config, state, targets: list[str], contact: bool = True) -> str:
     everything = catalog.checks(params=tuple(cols))
     picked = catalog.picked(everything, targets)  # --only's files and checks
     earlier = state.rerun or rerun.of(config)  # a plan is no acceptance run: the plugin left it
-    again = rerun_ids(earlier, picked)
+    again = rerun_ids(earlier, picked, cols)
     if again is not None:  # --rerun: only the earlier run's checks that did not pass, as a run selects
         picked = [e for e in picked if e.criterion in again]
     prof = state.profile
