@@ -1,11 +1,13 @@
 """An interrupted 20-host run keeps every finished result: a real acceptance run on 20 lab
-hosts (sshd each; the cheap checks: versions and GPU health under `local`) is stopped with
+hosts (sshd each; the cheap checks: versions and GPU health under `local`, then the error
+counters, whose probe is held until the signal) is stopped with
 Ctrl-C, or killed outright (SIGKILL, then rebuilt from results.jsonl), after some results
 are in; every record results.jsonl held by then is in results.json, the rest NOT RUN."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -22,14 +24,18 @@ from signoff import results
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 N_HOSTS = 20  # more than the report's host matrix (16): its PASS rows are left out
-CHECKS = ["acceptance/test_versions.py", "acceptance/test_gpu_health.py"]
+# the last (each host's data interface watched): its probe waits on every host (held()), so the
+# interrupt always comes before it
+LAST = "acceptance/test_health.py::test_error_counters"
+CHECKS = ["acceptance/test_versions.py", "acceptance/test_gpu_health.py", LAST]
 
 
 @pytest.fixture(scope="module")
 def inv(tmp_path_factory):
     d = tmp_path_factory.mktemp("lab20")
     with Lab(d, n_hosts=N_HOSTS) as lab:
-        yield lab.write_inventory(d / "inv.yaml", python=sys.executable)
+        yield lab.write_inventory(d / "inv.yaml", python=sys.executable,
+                                  overrides={h.name: {"data_iface": h.veth_host} for h in lab.hosts})
 
 
 def logged_records(rd: Path) -> list[dict]:
@@ -47,12 +53,34 @@ def logged_records(rd: Path) -> list[dict]:
     return out
 
 
+def held(tmp_path, inv: Path) -> Path:
+    """The inventory with a Python whose counters probe waits (a process named HELD) and that runs
+    every other probe: the checks before LAST are judged in well under a second once sysinfo is
+    in, too fast for a poll on a loaded CPU to land inside them (fresh clone cdf0203: the run had
+    ended, nothing was cut short); LAST's probe holds the run until the signal."""
+    import yaml
+
+    py = tmp_path / "heldpython"
+    py.write_text(f'#!/bin/bash\ncase " $* " in *" counters "*) exec -a {HELD} sleep 300;; esac\n'
+                  f'exec {sys.executable} "$@"\n')
+    py.chmod(0o755)
+    data = yaml.safe_load(inv.read_text())
+    data["defaults"]["python"] = str(py)
+    out = tmp_path / "inv.yaml"
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
+HELD = f"signoff-held-counters-{os.getpid()}"
+
+
 def stop_after(tmp_path, inv, sig, n=40) -> tuple[Path, list[dict], str]:
     """Start the run, send `sig` once results.jsonl holds `n` records; (report dir, the
     records it held just before, the run's output)."""
     rd = tmp_path / "report"
     p = subprocess.Popen([sys.executable, "-m", "pytest", *CHECKS, "--report-dir", str(rd), "--partial",
-                          "-p", "no:cacheprovider", "--inventory", str(inv), "--profile", "local", "-v"],
+                          "-p", "no:cacheprovider", "--inventory", str(held(tmp_path, inv)),
+                          "--profile", "local", "-v"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
     log = rd / "results.jsonl"
@@ -86,6 +114,8 @@ def test_ctrl_c_on_20_hosts_keeps_every_finished_result(inv, tmp_path):
     check_kept(doc, before)
     assert len(doc["results"]) == selected(out) > N_HOSTS * 10, out[-2000:]
     assert "killed" not in doc["meta"]
+    left = subprocess.run(["pgrep", "-f", HELD], capture_output=True, text=True).stdout
+    assert left == "", f"the held probes still run after the interrupt: {left}"
     # more hosts than the host matrix shows: the HTML table lists what did not pass
     from test_verdict_files import html_statuses
     rows = html_statuses(rd / "report.html")
@@ -106,7 +136,8 @@ def test_sigkill_on_20_hosts_loses_nothing_rebuilt_from_the_log(inv, tmp_path):
         check_kept(doc, before)
         assert doc["meta"]["killed"] and len(doc["results"]) == selected(out) > N_HOSTS * 10
         assert len(doc["hosts"]) == N_HOSTS
-    finally:  # a killed controller cleans nothing: its temp dirs are on this (shared) /tmp
+    finally:  # a killed controller cleans nothing: its probes and temp dirs (this shared /tmp)
+        subprocess.run(["pkill", "-f", HELD])
         for facts in doc["hosts"].values():
             if facts.get("workdir", "").startswith("/tmp/signoff."):
                 shutil.rmtree(facts["workdir"], ignore_errors=True)
