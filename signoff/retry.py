@@ -10,7 +10,6 @@ never do, so nothing wrong is ever measured again into a PASS."""
 from __future__ import annotations
 
 from signoff import InputError, cotenants, families, units
-from signoff.units import parse_fraction
 
 # A neighbour's job or a clock ramp costs one attempt, not the sign-off: best of 3 in all,
 # bounded so that a truly slow host costs 3 measurements, never more than 5.
@@ -31,7 +30,7 @@ def check(extra: dict, where: str) -> None:
         raise InputError(f"{where}.attempts: {n!r}: expected 1-{MAX_ATTEMPTS} (1: never measured again)")
     if "max_spread" in extra:
         try:
-            v = parse_fraction(extra["max_spread"])
+            v = units.parse_fraction(extra["max_spread"])
         except ValueError as exc:
             raise InputError(f"{where}.max_spread: {exc}") from None
         if v <= 0:
@@ -41,7 +40,7 @@ def check(extra: dict, where: str) -> None:
 
 def max_spread(t) -> float:
     """The widest spread of attempts still judged stable, in percent."""
-    return 100 * (parse_fraction(t.extra["max_spread"]) if "max_spread" in t.extra else MAX_SPREAD)
+    return 100 * (units.parse_fraction(t.extra["max_spread"]) if "max_spread" in t.extra else MAX_SPREAD)
 
 
 def unstable(doc: dict, t, unit: str) -> str | None:
@@ -50,9 +49,9 @@ def unstable(doc: dict, t, unit: str) -> str | None:
     if not families.criteria()[t.criterion].get("retry") or len(tries) < 2 or not _number(spread) \
             or spread <= max_spread(t):
         return None
-    return (f"unstable: {len(tries)} attempts gave {_shown(tries)} {unit}, a spread of {spread:g} % > "
-            f"max_spread {max_spread(t):g} % ({t.profile}): a flapping link, a GPU that throttles in one "
-            f"attempt or a neighbour's load, never signed off on its best attempt")
+    return (f"unstable: {len(tries)} attempts gave {units.readable(tries)} {unit}, a spread of "
+            f"{spread:g} % > max_spread {max_spread(t):g} % ({t.profile}): a flapping link, a GPU that "
+            f"throttles in one attempt or a neighbour's load, never signed off on its best attempt")
 
 
 def spread_pct(figures: list) -> float | None:
@@ -113,13 +112,8 @@ def said(doc: dict, unit: str) -> str:
     if not tries:
         return ""
     spread = doc.get("spread_pct")
-    return f", best of {len(tries)} attempts ({_shown(tries)} {unit}" + \
+    return f", best of {len(tries)} attempts ({units.readable(tries)} {unit}" + \
         (f"; spread {spread:g} %)" if _number(spread) else ")")
-
-
-def _shown(tries: list) -> str:
-    """Every attempt's figure as every output rounds it (units.figure): '451.7', not '451.659'."""
-    return ", ".join(units.figure(v) if _number(v) else "none" for v in tries)
 
 
 def _number(v) -> bool:
