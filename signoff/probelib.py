@@ -16,6 +16,7 @@ import datetime
 import importlib.util
 import os
 import socket
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -41,12 +42,25 @@ def serve(sock, addr, world, timeout):
                          master_listen_fd=sock.fileno())
 
 
-def start_method(backend):
-    """gloo's CPU ranks fork: no CUDA in this process, and a spawned rank imports torch again
-    (about 2 s of CPU each); NCCL's spawn, as CUDA needs (a fork after CUDA's init fails). A
-    forked rank has no copy of the store's server thread (fork copies the calling thread only)
-    and never touches the store object it inherits."""
-    return "fork" if backend == "gloo" else "spawn"
+def own_temp(logdir):
+    """Every temp file of the probe and its ranks goes to `logdir`, which the probe removes.
+    torch.multiprocessing writes a raising rank's error file (pytorch-errorfile-*.pickle) to the
+    temp dir and never removes it; a spawned NCCL rank made torch's inductor cache dir
+    (/tmp/torchinductor_<user>) on an H200. tempfile.tempdir covers this process and its forked
+    ranks, TMPDIR the spawned ones (a fresh interpreter reads it)."""
+    path = os.path.abspath(logdir)
+    tempfile.tempdir = path
+    os.environ["TMPDIR"] = path
+
+
+def start_method(backend, gpus):
+    """gloo's ranks on a CPU-only host fork: a spawned rank imports torch again (about 2 s of CPU
+    each). Where this process counted GPUs, CUDA's driver is initialised and a forked rank's
+    first CUDA call fails (gloo's training rank: AdamW asks whether a CUDA graph is capturing;
+    "CUDA error: initialization error" on an H200), so NCCL's ranks and gloo's by hand on a GPU
+    host spawn. A forked rank has no copy of the store's server thread (fork copies the calling
+    thread only) and never touches the store object it inherits."""
+    return "fork" if backend == "gloo" and not gpus else "spawn"
 
 
 def load_cotenants():

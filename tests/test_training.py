@@ -165,6 +165,41 @@ def test_a_rank_that_raises_leaves_no_error_file_in_the_hosts_temp_dir(tmp_path,
     assert list(tmp.iterdir()) == [] and list(cwd.iterdir()) == []
 
 
+@pytest.mark.parametrize("backend, gpus, method",
+                         [("gloo", 0, "fork"), ("gloo", 1, "spawn"), ("nccl", 8, "spawn")])
+def test_ranks_fork_only_where_no_cuda_was_initialised(backend, gpus, method):
+    """gloo's ranks by hand on an H200 forked after the GPU count had initialised CUDA: the
+    training rank's AdamW then failed "CUDA error: initialization error" (docs/h200.md)."""
+    from signoff import probelib
+    assert probelib.start_method(backend, gpus) == method
+
+
+def test_a_spawned_rank_makes_its_temp_files_in_the_probes_own_dir(tmp_path):
+    """NCCL's ranks spawn (a fresh interpreter: no copy of tempfile.tempdir), and on an H200 one
+    made torch's inductor cache dir in the host's /tmp. After probelib.own_temp, the probe's
+    temp dir is its own dir in itself, in a forked rank and in a spawned one."""
+    script = tmp_path / "where.py"
+    script.write_text(
+        "import multiprocessing as mp, sys, tempfile\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import probelib\n"
+        "def where(q):\n    q.put(tempfile.gettempdir())\n"
+        "if __name__ == '__main__':\n"
+        "    probelib.own_temp(sys.argv[2])\n"
+        "    seen = [tempfile.gettempdir()]\n"
+        "    for ctx in (mp.get_context('fork'), mp.get_context('spawn')):\n"
+        "        q = ctx.Queue()\n        p = ctx.Process(target=where, args=(q,))\n"
+        "        p.start()\n        seen.append(q.get(timeout=120))\n        p.join()\n"
+        "    print(*seen)\n")
+    own = tmp_path / "allreduce.x"
+    own.mkdir()
+    lib = Path(__file__).resolve().parent.parent / "signoff"
+    r = subprocess.run([sys.executable, str(script), str(lib), "allreduce.x"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(own)] * 3
+
+
 @pytest.mark.parametrize("probe, args", [
     ("training/probe_train.py", None),  # local's training step
     ("interconnect/probe_allreduce.py", ["--min-bytes", "1M", "--max-bytes", "1M"]),

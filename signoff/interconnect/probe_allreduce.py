@@ -222,9 +222,7 @@ def main():
         doc["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
     logdir = tempfile.mkdtemp(prefix="allreduce.", dir=".")
     out_path = os.path.join(logdir, "rows.json")
-    # torch.multiprocessing leaves a rank's error file (pytorch-errorfile-*.pickle) in the temp
-    # dir when the rank raises: here, the one this probe removes, not the host's /tmp
-    tempfile.tempdir = os.path.abspath(logdir)
+    probelib.own_temp(logdir)
     if args.backend == "nccl":
         # Ask NCCL which transport it picks; the user's own NCCL_* settings stay in force.
         os.environ.setdefault("NCCL_DEBUG", "INFO")
@@ -253,7 +251,7 @@ def main():
             try:
                 store = probelib.serve(sock, args.master_addr, world * args.nnodes, args.timeout)
                 mp.start_processes(worker, args=(world, args, port, out_path), nprocs=world,
-                                   start_method=probelib.start_method(args.backend))
+                                   start_method=probelib.start_method(args.backend, gpus))
                 break
             except mp.ProcessExitedException as exc:
                 # as probe_train: gloo's C++ threads can abort a CPU rank (pytorch/gloo#514): a

@@ -226,7 +226,7 @@ def main():
     t0 = time.time()
     logdir = tempfile.mkdtemp(prefix="train.", dir=".")
     out_path = os.path.join(logdir, "rows.json")
-    tempfile.tempdir = os.path.abspath(logdir)  # a rank's error file goes there (probe_allreduce)
+    probelib.own_temp(logdir)
     cot = probelib.load_cotenants() if args.backend == "nccl" else None
     # before the ranks start: they inherit its mark
     seen = cot.watch(1.0, "training step") if cot else None
@@ -242,7 +242,7 @@ def main():
             try:
                 store = probelib.serve(sock, args.master_addr, local * args.nnodes, args.timeout)
                 mp.start_processes(worker, args=(local, args, port, out_path), nprocs=local,
-                                   start_method=probelib.start_method(args.backend))
+                                   start_method=probelib.start_method(args.backend, gpus))
                 break
             except mp.ProcessExitedException as exc:
                 # gloo's C++ threads can abort a CPU rank on a torn connection (pytorch/gloo#514):
