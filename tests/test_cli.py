@@ -52,6 +52,8 @@ def test_no_options_runs_locally_without_ssh(tmp_path):
     html = (tmp_path / "report.html").read_text()
     assert_self_contained(html)
     assert (tmp_path / "junit.xml").exists()
+    # no GPU, no soak: no soak/ dir and no "soak: 0/0 hosts measured" line (make accept's, before)
+    assert not (tmp_path / "soak").exists() and "0/0 hosts" not in p.stdout, p.stdout
 
 
 def test_reports_go_to_a_timestamped_dir_by_default(tmp_path, clone_reports):

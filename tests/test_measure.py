@@ -90,3 +90,14 @@ def test_a_family_waits_for_a_soak_no_check_waited_for(fleet):
     fleet.measured("interconnect", "n1", lambda n: started.append(time.monotonic()), ["n1"])
     pool.shutdown()
     assert soak_end and started[0] >= soak_end[0]  # after the soak, never beside it
+
+
+def test_a_family_of_no_host_says_no_progress_line(fleet):
+    """A soak on CPU-only hosts starts on none: `make accept` here printed "soak: 0/0 hosts
+    measured, 0 errors" among the interconnect's checks."""
+    lines = []
+    fleet.progress = lambda line, final: lines.append(line)
+    fleet.register("soak", {})
+    fleet.measured("interconnect", "n1", lambda n: n, ["n1"])
+    fleet.settle()
+    assert lines == ["interconnect: 1/1 hosts measured, 0 errors"]

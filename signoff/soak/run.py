@@ -158,7 +158,7 @@ class SoakRunner:
         if self._pool is not None:
             return
         self.t0 = time.monotonic()
-        if self.dir:
+        if self.dir and names:  # no soaked host (CPU-only): no empty soak/ in the report dir
             self.dir.mkdir(parents=True, exist_ok=True)
         # A thread per host, never a bounded pool: a host left for a second wave would soak
         # after the others, and the hall would never be under full load at once.
