@@ -51,12 +51,29 @@ SPLIT = ("import sys\no = sys.stdout.buffer\nfor ln in sys.stdin.buffer:\n ln = 
          " o.write(b'=' + ln + b'\\n'); o.flush()\n" % (CHUNK, CHUNK, CHUNK))
 _LABEL_B = re.compile(rb"^\s*(\d+): ?(.*)$", re.S)
 _LAUNCH_FAILED = re.compile(r"Task launch for StepId=\S+ failed on node (\S+?): (.*)$")
+# srun's words when its connection to one node's step daemon breaks with an error (a node dying
+# with data in flight: src/api/step_io.c, step_launch.c); it names the node by its index in the step
+_NODE_LOST = re.compile(r"(?:io error with slurmstepd on|missing step on|io error on|"
+                        r"test connection to|Cannot communicate with) node (\d+)")
+# A task's exit status of SIGKILL/SIGTERM: its own timeout, or srun ending the whole step
+KILLED = (137, 143)
 
 
-def launch_failures(srun_err: list[str]) -> dict[str, str]:
-    """Nodes where srun could not launch the step's task (srun then aborts the whole step,
-    killing the other nodes' tasks): node -> srun's reason."""
-    return {m.group(1): m.group(2).strip() for m in map(_LAUNCH_FAILED.search, srun_err) if m}
+def launch_failures(srun_err: list[str], order: list[str] = ()) -> dict[str, str]:
+    """Nodes that made srun abort the whole step, killing the other nodes' tasks with it: their
+    launch failed, or srun lost their step daemon (`order`: the step's node of each index).
+    node -> why, in srun's words."""
+    out = {}
+    for line in srun_err:
+        if m := _LAUNCH_FAILED.search(line):
+            out[m.group(1)] = f"srun could not launch the step's task there ({m.group(2).strip()})"
+        elif (m := _NODE_LOST.search(line)) and int(m.group(1)) < len(order):
+            said = line.removeprefix("srun: ").removeprefix("error: ")
+            out.setdefault(order[int(m.group(1))],
+                           f"srun lost the step's task there and ended the step ({said})")
+    return out
+
+
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)
 
 
@@ -138,6 +155,8 @@ class _Step:
     rc: int | None = None  # srun's exit status
     tasks: dict = field(default_factory=dict)  # task id -> _Task
     srun_err: list = field(default_factory=list)  # srun's own stderr lines
+    held: set = field(default_factory=set)  # nodes whose tasks were killed, judged at the step's end
+    lost: dict = field(default_factory=dict)  # launch_failures(): the nodes srun aborted the step for
 
 
 class _Task:
@@ -206,7 +225,7 @@ class Slurm:
         failed: dict[str, str] = {}
         try:
             step = self._step(batch, stdin)
-            started, why, failed = step.started, None, launch_failures(step.srun_err)
+            started, why, failed = step.started, None, step.lost
         except Exception as exc:  # noqa: BLE001 - every waiting host gets the cause
             started, why = False, f"srun failed: {exc}"
         pending = [e for e in batch if not e.done.is_set()]
@@ -216,12 +235,11 @@ class Slurm:
         for e in pending:
             if bad(states[e.node][0]):
                 self.dead.setdefault(e.node, describe(e.node, states[e.node]))
-            elif e.node in failed:  # its slurmd died while srun launched the step: not yet DOWN
-                self.dead.setdefault(e.node, f"srun could not launch the step's task there "
-                                             f"({failed[e.node]}); {describe(e.node, states[e.node])}")
+            elif e.node in failed:  # it died while srun launched or ran the step: not yet DOWN
+                self.dead.setdefault(e.node, f"{failed[e.node]}; {describe(e.node, states[e.node])}")
         again = [e for e in pending if e.node not in self.dead]
-        # The step was refused, or srun aborted it whole when one node's launch failed (the
-        # healthy nodes' tasks killed with it): once more without the nodes that caused it.
+        # The step was refused, or srun aborted it whole when one node's launch failed or its
+        # step daemon was lost (the healthy nodes' tasks killed with it): once more without them.
         if (not started or failed) and retry and again and len(again) < len(pending):
             self._launch(again, stdin, retry=False)
         for e in pending:
@@ -319,12 +337,15 @@ class Slurm:
         def task(i: int) -> _Task:
             return tasks.setdefault(i, _Task(STREAM_KEEP if streamed else None))
 
-        def settle(node: str) -> None:
+        def settle(node: str, final: bool = False) -> None:
             mine = [t for t in tasks.values() if t.node == node]
             e = by_node.get(node)
             if e and len(mine) == per_node and all(t.rc is not None and t.err_end for t in mine):
                 lead = min(mine, key=lambda t: t.local)
                 rcs = [t.rc for t in mine]
+                if not final and any(rc in KILLED for rc in rcs):
+                    step.held.add(node)  # its own timeout, or srun ending the step for another node
+                    return
                 self._finish(e, CommandResult(e.command, max(rcs, key=abs), _text(lead.out),
                                               "\n".join(ln for t in mine for ln in t.err), e.timeout))
 
@@ -344,7 +365,8 @@ class Slurm:
                     t.err.append(m.group(2))
         err_thread = threading.Thread(target=read_err, daemon=True)
         err_thread.start()
-        deadline = threading.Thread(target=self._deadlines, args=(p, by_node, limit), daemon=True)
+        deadline = threading.Thread(target=self._deadlines, args=(p, by_node, limit, step.held),
+                                    daemon=True)
         deadline.start()
         pieces: dict[int, bytes] = {}  # task -> its line so far
         for raw in p.stdout:
@@ -363,7 +385,8 @@ class Slurm:
                 if step_id not in self.steps:
                     self.steps.append(step_id)
             elif piece[:1] != b"=" and text.startswith(f"{MARK} rc "):
-                t.rc = int(text.split()[2])
+                rc = text.split()[2:3]  # none when the task's command was killed before its `echo $?`
+                t.rc = int(rc[0]) if rc and rc[0].lstrip("-").isdigit() else None
                 if t.node:
                     settle(t.node)
             elif t.node:
@@ -375,11 +398,17 @@ class Slurm:
         err_thread.join(5)
         with self._lock:
             self._procs.discard(p)
+        order = [n for n in self.nodes if n in by_node]  # Slurm's order of the step's nodes ...
+        for i, t in tasks.items():  # ... or, where a task said so, its node's index
+            if t.node and t.node in order and i // per_node < len(order):
+                order[i // per_node] = t.node
+        step.lost = launch_failures(srun_err, order)
         for node in {t.node for t in tasks.values() if t.node}:
             for t in tasks.values():
                 if t.node == node and t.rc is not None:
                     t.err_end = True  # stderr's marker lost with the step: stdout's rc stands
-            settle(node)
+            if not (node in step.held and set(step.lost) - {node}):  # killed for another: run again
+                settle(node, final=True)
         said = " | ".join(ln for ln in srun_err if ln)[-300:]
         for e in by_node.values():
             if not e.done.is_set():
@@ -421,15 +450,16 @@ class Slurm:
         killed.discard(first)
         return outcome, first, killed
 
-    def _deadlines(self, p: subprocess.Popen, by_node: dict[str, _Entry], limit: float) -> None:
+    def _deadlines(self, p: subprocess.Popen, by_node: dict[str, _Entry], limit: float,
+                   held: set) -> None:
         """A node whose task has not ended by its own timeout (+ the kill grace and srun's
         start-up) is given up: its host ERRORs with Slurm's word on the node; the step's other
         tasks run on."""
         start = time.monotonic()
         while p.poll() is None:
             now = time.monotonic() - start
-            late = [e for e in by_node.values()
-                    if not e.done.is_set() and now > e.timeout + 2 * KILL_GRACE_S + STEP_START_S]
+            late = [e for e in by_node.values() if not e.done.is_set() and e.node not in held
+                    and now > e.timeout + 2 * KILL_GRACE_S + STEP_START_S]
             for e in late:
                 st = node_states([e.node])[e.node]
                 if bad(st[0]):

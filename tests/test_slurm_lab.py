@@ -177,9 +177,54 @@ def test_node_dying_mid_probe_errors_it_with_slurms_word_others_pass(slurm, tmp_
             assert rec["status"] == "PASS", (rec.get("message"), text[-4000:])
         dead = r[("version_parity", "lab2")]
         assert dead["status"] == "ERROR" and "Slurm reports node lab2" in dead["message"], dead["message"]
-        assert "Not responding" in dead["message"] or "DOWN" in dead["message"], dead["message"]
+        # Slurm's DOWN once it noticed, or srun's word when the node died as srun launched or
+        # fed its task (test_a_node_lost_with_its_step_daemon_...)
+        assert any(w in dead["message"] for w in ("Not responding", "DOWN", "srun could not launch",
+                                                  "srun lost the step's task")), dead["message"]
     finally:
         run.join(240)
+        slurm.start_slurmd("lab2")
+        slurm.wait_idle(["lab2"])
+
+
+LOST_STEPD = """import json, os, sys, threading
+sys.path.insert(0, {root!r})
+from signoff.slurm import Slurm
+s, out = Slurm(os.environ["SLURM_JOB_ID"], ["lab1", "lab2", "lab3"], "lost"), {{}}
+def one(node, cmd):
+    try:
+        r = s.run(node, cmd, 120, stdin=b"x" * (8 << 20))
+        out[node] = [r.rc, r.stdout.split()]
+    except Exception as exc:
+        out[node] = str(exc)
+th = [threading.Thread(target=one, args=(n, c)) for n, c in {cmds!r}.items()]
+[t.start() for t in th]; [t.join() for t in th]
+print(json.dumps(out))
+s.close()
+"""
+
+
+def test_a_node_lost_with_its_step_daemon_is_named_and_the_others_run_again(slurm, tmp_path):
+    """A node that dies while srun still has data for its task (unread stdin: the kernel resets
+    the connection) makes srun abort the whole step, killing the healthy nodes' tasks too, and
+    name the node only by its index (the rare all-ERROR of fresh clone 9331782 over srun)."""
+    marker = f"signoff-slurm-lost-{os.getpid()}"
+    cmds = {"lab1": "wc -c; echo ran", "lab3": "wc -c; echo ran",
+            "lab2": f"bash -c 'exec -a {marker} sleep 600'"}  # never reads its stdin
+    (tmp_path / "lost.py").write_text(LOST_STEPD.format(root=str(ROOT), cmds=cmds))
+    p = subprocess.Popen(["salloc", "-N3", "--no-kill", "--quiet", sys.executable, str(tmp_path / "lost.py")],
+                         env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: running(f"^{marker}"), 120, "lab2's task never started")
+        time.sleep(0.5)  # srun has sent lab2's step daemon more than it read
+        slurm.kill_slurmd("lab2")
+        stdout, stderr = p.communicate(timeout=120)
+        out = json.loads(stdout.splitlines()[0])
+        assert out["lab1"] == out["lab3"] == [0, ["8388608", "ran"]], (out, stderr)  # run once more, whole
+        assert "srun lost the step's task there" in out["lab2"] and "node 1" in out["lab2"], out
+    finally:
+        p.kill()
+        p.wait()
         slurm.start_slurmd("lab2")
         slurm.wait_idle(["lab2"])
 
