@@ -59,7 +59,7 @@ _NODE_LOST = re.compile(r"(?:io error with slurmstepd on|missing step on|io erro
 KILLED = (137, 143)
 
 
-def launch_failures(srun_err: list[str], order: list[str] = ()) -> dict[str, str]:
+def step_aborts(srun_err: list[str], order: list[str] = ()) -> dict[str, str]:
     """Nodes that made srun abort the whole step, killing the other nodes' tasks with it: their
     launch failed, or srun lost their step daemon (`order`: the step's node of each index).
     node -> why, in srun's words."""
@@ -156,7 +156,7 @@ class _Step:
     tasks: dict = field(default_factory=dict)  # task id -> _Task
     srun_err: list = field(default_factory=list)  # srun's own stderr lines
     held: set = field(default_factory=set)  # nodes whose tasks were killed, judged at the step's end
-    lost: dict = field(default_factory=dict)  # launch_failures(): the nodes srun aborted the step for
+    lost: dict = field(default_factory=dict)  # step_aborts(): the nodes srun aborted the step for
 
 
 class _Task:
@@ -402,7 +402,7 @@ class Slurm:
         for i, t in tasks.items():  # ... or, where a task said so, its node's index
             if t.node and t.node in order and i // per_node < len(order):
                 order[i // per_node] = t.node
-        step.lost = launch_failures(srun_err, order)
+        step.lost = step_aborts(srun_err, order)
         for node in {t.node for t in tasks.values() if t.node}:
             for t in tasks.values():
                 if t.node == node and t.rc is not None:

@@ -71,9 +71,9 @@ def test_a_failed_task_launch_names_its_node_for_the_step_to_go_on_without_it():
            "srun: error: Application launch failed: Communication connection failure",
            "srun: Job step aborted: Waiting up to 4 seconds for job step to finish.",
            "0: slurmstepd-lab1: error: *** STEP 1.0 ON lab1 CANCELLED AT 2026-12-01T23:37:11 ***"]
-    assert slurm.launch_failures(err) == {
+    assert slurm.step_aborts(err) == {
         "lab2": "srun could not launch the step's task there (Communication connection failure)"}
-    assert slurm.launch_failures(["srun: error: lab1: task 0: Killed"]) == {}
+    assert slurm.step_aborts(["srun: error: lab1: task 0: Killed"]) == {}
 
 
 def test_a_lost_step_daemon_names_its_node_by_the_steps_order():
@@ -83,9 +83,9 @@ def test_a_lost_step_daemon_names_its_node_by_the_steps_order():
            "srun: error: step_launch_notify_io_failure: aborting, io error with slurmstepd on node 1",
            "srun: Job step aborted: Waiting up to 4 seconds for job step to finish.",
            "srun: error: lab1: task 0: Killed"]
-    lost = slurm.launch_failures(err, ["lab1", "lab2", "lab3"])
+    lost = slurm.step_aborts(err, ["lab1", "lab2", "lab3"])
     assert list(lost) == ["lab2"] and "io error with slurmstepd on node 1" in lost["lab2"], lost
-    assert slurm.launch_failures(err, ["lab1"]) == {}  # an index past the step names no one
+    assert slurm.step_aborts(err, ["lab1"]) == {}  # an index past the step names no one
 
 
 def test_a_script_past_one_arguments_limit_travels_as_a_file_removed_after_the_step(tmp_path):
