@@ -3,14 +3,18 @@ families.shipped()): the rendezvous of a collective (probe_allreduce, probe_trai
 of the co-tenant sampler (cotenants.py, signoff/gpu/probe_cotenants.py). Standard library only,
 as the probes: it runs under the host's own Python, never the controller's venv.
 
-A probe imports it as shipped, or from the source tree (signoff/<family>/probe_<name>.py run
-by hand or by a bench script):
+A probe loads it by its path, never through sys.path (python -P or -I leaves the probe's dir
+off it, and the old fallback then found the run dir's parent's: /tmp/probelib.py, anyone's): beside
+the probe as shipped, else from the source tree (signoff/<family>/probe_<name>.py run by hand or by
+a bench script). The same lines in every probe that loads it (tests/test_probe_import_lab.py):
 
-    try:
-        import probelib  # shipped beside the probe
-    except ImportError:  # the source tree: signoff/probelib.py
-        sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        import probelib
+    _dir = os.path.dirname(os.path.realpath(__file__))
+    _lib = os.path.join(_dir, "probelib.py")
+    if not os.path.exists(_lib) and os.path.basename(os.path.dirname(_dir)) == "signoff":
+        _lib = os.path.join(os.path.dirname(_dir), "probelib.py")
+    _spec = importlib.util.spec_from_file_location("probelib", _lib)
+    probelib = sys.modules["probelib"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(probelib)
 """
 import datetime
 import importlib.util

@@ -6,6 +6,7 @@ this machine's clock or uptime."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -207,6 +208,26 @@ def test_journal_coverage_is_proven_by_kernel_entries_of_the_system_journal_only
     assert doc["covers_from"] == boot, doc  # before: the user's entry made it the window's start
     assert judge.log_cover(doc, CLOCK) == (f"covers 1 min: node booted at {BOOTED}; no persistent journal "
                                            f"(journald keeps this boot only without /var/log/journal)")
+
+
+def test_a_quiet_kernel_in_a_fake_journal_that_covers_the_run_is_no_xid_where_dmesg_is_refused(tmp_path):
+    """issue 42 item 9: the journal (a stand-in: no journald here) holds kernel messages from
+    before the run and none since: no XID. It once read as unreadable and fell back to dmesg, which
+    a user allowed the journal is refused (dmesg_restrict=1): xid_during_run ERRORed on every
+    quiet node. dmesg is refused for real: the probes run without CAP_SYSLOG."""
+    journalctl(tmp_path / "bin", [
+        {"t": CLOCK - UP_10_DAYS, "transport": "kernel", "scope": "system", "text": "Linux version 6.1.0"},
+        {"t": CLOCK - 3600, "transport": "kernel", "scope": "system", "text": "usb 1-1: new device"},
+        {"t": CLOCK + 60, "transport": "journal", "scope": "system", "tag": "sshd", "text": "login"}])
+    inv = recorded_host(tmp_path, {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"})
+    recorded_facts(tmp_path, lambda f: f.update(clock=CLOCK))
+    if os.geteuid() == 0:  # root reads dmesg whatever dmesg_restrict says; a user without CAP_SYSLOG not
+        py = tmp_path / "recordedpython"
+        py.write_text(py.read_text().replace(f"exec {sys.executable}",
+                                             f"exec setpriv --bounding-set -syslog {sys.executable}"))
+    r = judged(tmp_path, inv, "-k", "xid_during_run")["xid_during_run"]
+    assert r["status"] == "PASS" and r["measured"] == 0, r
+    assert r["details"]["source"] == "journal" and r["details"]["covers_from"] == CLOCK, r  # never dmesg
 
 
 def test_what_a_short_log_covers_is_said_by_its_source():

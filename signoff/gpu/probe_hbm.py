@@ -2,15 +2,20 @@
 """Host-side probe: HBM bandwidth per GPU, a device-to-device copy of 1 GiB timed with CUDA
 events (3 warm-ups, mean of 20), counting the bytes read and written (2 x 1 GiB per copy), as
 the 4.24 TB/s anchor on one H200 (docs/h200.md: 4.233-4.255 measured). One JSON document."""
+import importlib.util
 import json
 import os
 import sys
 
-try:
-    import probelib  # shipped beside every probe (signoff/probelib.py)
-except ImportError:  # run from the source tree
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import probelib
+# probelib.py by its path, never sys.path (under python -P/-I its fallback was the run dir's
+# parent, anyone's /tmp): beside this file as shipped, else signoff/probelib.py of the source tree
+_dir = os.path.dirname(os.path.realpath(__file__))
+_lib = os.path.join(_dir, "probelib.py")
+if not os.path.exists(_lib) and os.path.basename(os.path.dirname(_dir)) == "signoff":
+    _lib = os.path.join(os.path.dirname(_dir), "probelib.py")
+_spec = importlib.util.spec_from_file_location("probelib", _lib)
+probelib = sys.modules["probelib"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probelib)
 
 SIZE = 1 << 30
 WARMUP, ITERS = 3, 20

@@ -502,7 +502,8 @@ def _run(cmd, timeout=60):
 
 def _journal(since):
     """(epoch, text) of the journal's kernel messages since `since`, over every boot it
-    keeps (journalctl -k would read this boot only); None, why where it holds none."""
+    keeps (journalctl -k would read this boot only), [] where it holds none; None, why where
+    journalctl fails."""
     out, why = _run(["journalctl", "_TRANSPORT=kernel", "--since",
                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)),
                      "-o", "short-unix", "--no-pager", "-q"], timeout=120)
@@ -515,8 +516,7 @@ def _journal(since):
             lines.append((float(t), text))
         except ValueError:
             continue
-    return (lines, None) if lines else \
-        (None, "journalctl: no kernel messages since then (no persistent journal?)")
+    return lines, None
 
 
 def journal_persistent():
@@ -645,6 +645,11 @@ def kernel_xids(since):
         lines, why = _journal(start)
         out["source"] = "journal"
         reaches = lines is not None and _journal_reaches(start)
+        # Nothing since `start` in a journal that covers it is a quiet kernel: no XID, never
+        # dmesg's to say (a user allowed the journal is often refused dmesg: dmesg_restrict=1).
+        # Only a journal with no kernel message before it either (a user's own) leaves it to dmesg.
+        if lines == [] and not reaches:
+            lines, why = None, "journalctl: no kernel messages since then (no persistent journal?)"
         if lines is not None:
             out["persistent"] = journal_persistent()
         if lines is None:

@@ -9,6 +9,7 @@ Prints exactly one JSON document.
 """
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -18,11 +19,15 @@ import tempfile
 import time
 import traceback
 
-try:
-    import probelib  # shipped beside every probe (signoff/probelib.py)
-except ImportError:  # run from the source tree
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import probelib
+# probelib.py by its path, never sys.path (under python -P/-I its fallback was the run dir's
+# parent, anyone's /tmp): beside this file as shipped, else signoff/probelib.py of the source tree
+_dir = os.path.dirname(os.path.realpath(__file__))
+_lib = os.path.join(_dir, "probelib.py")
+if not os.path.exists(_lib) and os.path.basename(os.path.dirname(_dir)) == "signoff":
+    _lib = os.path.join(os.path.dirname(_dir), "probelib.py")
+_spec = importlib.util.spec_from_file_location("probelib", _lib)
+probelib = sys.modules["probelib"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probelib)
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 NCCL_LOG = "nccl.%h.%p.log"

@@ -6,17 +6,22 @@ copy bandwidth in GB/s (1e9 B/s); per pair, the NVML path (NVLink or the PCIe le
 per GPU, NUMA node and CPU affinity; and `nvidia-smi topo -m` as printed. One JSON document.
 """
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
 
-try:
-    import probelib  # shipped beside every probe (signoff/probelib.py)
-except ImportError:  # run from the source tree
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import probelib
+# probelib.py by its path, never sys.path (under python -P/-I its fallback was the run dir's
+# parent, anyone's /tmp): beside this file as shipped, else signoff/probelib.py of the source tree
+_dir = os.path.dirname(os.path.realpath(__file__))
+_lib = os.path.join(_dir, "probelib.py")
+if not os.path.exists(_lib) and os.path.basename(os.path.dirname(_dir)) == "signoff":
+    _lib = os.path.join(os.path.dirname(_dir), "probelib.py")
+_spec = importlib.util.spec_from_file_location("probelib", _lib)
+probelib = sys.modules["probelib"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probelib)
 
 PCIE_LEVEL = {0: "SAME", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 

@@ -10,6 +10,7 @@ The last line is the JSON document (probe: soak). Never changes clocks or power 
 Standalone: stdlib, torch, nvidia-ml-py; Python >= 3.8.
 """
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -18,11 +19,15 @@ import sys
 import threading
 import time
 
-try:
-    import probelib  # shipped beside every probe (signoff/probelib.py)
-except ImportError:  # run from the source tree
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import probelib
+# probelib.py by its path, never sys.path (under python -P/-I its fallback was the run dir's
+# parent, anyone's /tmp): beside this file as shipped, else signoff/probelib.py of the source tree
+_dir = os.path.dirname(os.path.realpath(__file__))
+_lib = os.path.join(_dir, "probelib.py")
+if not os.path.exists(_lib) and os.path.basename(os.path.dirname(_dir)) == "signoff":
+    _lib = os.path.join(os.path.dirname(_dir), "probelib.py")
+_spec = importlib.util.spec_from_file_location("probelib", _lib)
+probelib = sys.modules["probelib"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probelib)
 
 # CUDA's order is then NVML's (PCI bus order); UUIDs are matched when torch exposes them.
 os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"

@@ -7,15 +7,20 @@ Per GPU: pinned host-to-device and device-to-host, and pageable host-to-device c
 CPU affinity, and whether it lies on the GPU's node. Prints exactly one JSON document.
 """
 import argparse
+import importlib.util
 import json
 import os
 import sys
 
-try:
-    import probelib  # shipped beside every probe (signoff/probelib.py)
-except ImportError:  # run from the source tree
-    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import probelib
+# probelib.py by its path, never sys.path (under python -P/-I its fallback was the run dir's
+# parent, anyone's /tmp): beside this file as shipped, else signoff/probelib.py of the source tree
+_dir = os.path.dirname(os.path.realpath(__file__))
+_lib = os.path.join(_dir, "probelib.py")
+if not os.path.exists(_lib) and os.path.basename(os.path.dirname(_dir)) == "signoff":
+    _lib = os.path.join(os.path.dirname(_dir), "probelib.py")
+_spec = importlib.util.spec_from_file_location("probelib", _lib)
+probelib = sys.modules["probelib"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probelib)
 
 
 def cpulist(text):
