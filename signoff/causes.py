@@ -22,6 +22,11 @@ _VARYING = [(re.compile(r"/tmp/signoff\.\w{8}"), "/tmp/signoff.*"),
             (re.compile(r"\b\d{4}-\d\d-\d\dT[\d:.]+Z?"), "<time>"),
             (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<address>"),
             (re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])"), "#")]
+# Codes are not figures: XID 79 (reseat) and XID 48 (RMA) are two causes, so are exit 1 and exit
+# 137; the code after XID (the kernel's 'Xid (PCI:...): 79' too), exit, signal, errno is kept.
+_CODE = re.compile(r"\b(xid|exit(?: code| status)?|signal|errno)(?: \([^()]*\))?:? ?(-?\d+)\b", re.I)
+_KEPT = str.maketrans("0123456789-", "\ue000\ue001\ue002\ue003\ue004\ue005\ue006\ue007\ue008\ue009\ue00a")
+_BACK = {v: k for k, v in _KEPT.items()}
 _NAME, _ADDR = "\x00name", "\x00addr"  # a host's own name and address, folded back in to say them
 _IN_A_NAME = re.compile(r"[\w.-]")  # a character of a longer name around a host's
 
@@ -57,9 +62,17 @@ def normalised(message: str | None, host: str, address: str | None = None) -> st
 
 def _normal(own: str) -> str:
     m = own.replace(_NAME, "<host>").replace(_ADDR, "<address>")
+    # a code's digits out of the figures' reach (private-use stand-ins), then back
+    m = _CODE.sub(lambda c: c.group(0)[:c.start(2) - c.start()] + c.group(2).translate(_KEPT), m)
     for pattern, token in _VARYING:
         m = pattern.sub(token, m)
-    return m
+    return m.translate(_BACK)
+
+
+def codes(text: str) -> list[str]:
+    """The codes a message names, each once: ['XID 79', 'exit 137'] (a line that says a span of
+    figures for many hosts says them beside it)."""
+    return list(dict.fromkeys(f"{c.group(1)} {c.group(2)}" for c in _CODE.finditer(text or "")))
 
 
 @dataclass

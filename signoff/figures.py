@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import base64
 import io
-from html import escape
 
+from signoff.printable import escape
 from signoff.units import empty, label, readable
 
 

@@ -7,7 +7,6 @@ import contextlib
 import json
 import shlex
 from collections import Counter
-from html import escape
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from signoff import baseline, junit, pytest_adapter, report, retry, sheet
 from signoff.check import NA_PREFIX
 from signoff.fixtures import parametrized
+from signoff.printable import escape, printable
 from signoff.report import FOLDED
 from signoff.report import status_class as report_status_class
 from signoff.results import STATUSES, not_reported, split_nodeid, verdict_text, worse
@@ -70,7 +70,11 @@ PHASES = pytest.StashKey[tuple]()
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     rep = (yield).get_result()
-    status, message = _status(rep, call)
+    status, said = _status(rep, call)
+    # where a host's text (a probe's stderr, a process name) enters the check's message: every
+    # output (terminal, report.md, report.html, junit, results.json) says its controls as escapes
+    # (a line break too, where a line is written: signoff's terminal section, report.md)
+    message = printable(said, lines=True)
     exc = call.excinfo.value if call.excinfo is not None else None
     tries, stderr = getattr(exc, "attempts", None), getattr(exc, "stderr", None)
     if (tries or stderr) and not any(k == "signoff" for k, _ in item.user_properties):
@@ -80,8 +84,11 @@ def pytest_runtest_makereport(item, call):
             **({"stderr": stderr[-4000:]} if stderr else {})}})
         item.user_properties.append(kept)
         rep.user_properties.append(kept)
-    if call.excinfo is not None and call.excinfo.errisinstance(OUR_ERRORS):
-        rep.longrepr = message  # the cause, not a traceback through our plumbing
+    if call.excinfo is not None and (call.excinfo.errisinstance(OUR_ERRORS)
+                                     or (rep.failed and message != said)):
+        rep.longrepr = printable(said)  # the cause, not a traceback through our plumbing (or a host's bytes)
+    elif rep.skipped and isinstance(rep.longrepr, tuple):  # (path, line, reason): -rs and report.html
+        rep.longrepr = (*rep.longrepr[:2], printable(rep.longrepr[2]))
     # The worst phase is the check's status, stated once, on the teardown report: a status
     # per phase let JUnit consumers read the (passing) teardown's as the check's.
     prev = item.stash.get(PHASES, None)
@@ -162,7 +169,7 @@ class Recorder:
         for nid, message in messages.items():
             criterion, host = split_nodeid(nid)
             self.state.results.add({"test": nid, "criterion": criterion, "host": host, "status": "ERROR",
-                                    "launcher": self.launcher(host), "message": message,
+                                    "launcher": self.launcher(host), "message": printable(message),
                                     "duration_s": 0.0})
 
     def partial(self, records: list[dict]) -> str | None:
@@ -336,6 +343,7 @@ class Recorder:
                     tr.stats[s] = tr.stats.pop(s)
 
     def section(self, tr) -> None:
+        tr = _Printable(tr)  # hosts' text in any line (notes, process names, versions) as escapes
         doc = self.state.results.doc
         meta = doc["meta"]
         tr.section("signoff")
@@ -397,3 +405,17 @@ class Recorder:
                 tr.write_line(f"  hosts {kind} since the baseline: {report.hosts_text(base[kind])}")
         if report.failed_on_regression(doc):
             tr.write_line(f"  {report.failed_on_regression(doc)}", red=True)
+
+
+class _Printable:
+    """The terminal as the signoff section writes to it: every line printable (signoff.printable),
+    so no host's bytes move the cursor, erase a line or colour a verdict there."""
+
+    def __init__(self, tr):
+        self.tr = tr
+
+    def section(self, *args, **kw) -> None:
+        self.tr.section(*args, **kw)
+
+    def write_line(self, line: str, **markup) -> None:
+        self.tr.write_line(printable(line), **markup)

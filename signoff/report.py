@@ -12,10 +12,10 @@ import socket
 import statistics
 import subprocess
 from collections import Counter
-from html import escape
 from pathlib import Path
 
 from signoff import causes, families, hostlist, paths, profiles, retry
+from signoff.printable import escape, printable  # escape: html.escape, a host's controls visible too
 from signoff.results import ALL, STATUSES, VERDICT_MEANS, verdict_text, version_text
 from signoff.units import figure, figures_in
 
@@ -152,10 +152,12 @@ def problem_line(g: dict) -> tuple[str, str, str]:
     else:  # one cause (problem_groups): its text, hosts folded in where it names them
         c = g["cause"]
         what, cause = split_cause(c.text)
-        span = f"{_fmt(vals[0])}-{_fmt(vals[-1])} {unit}" if len(vals) > 1 else \
+        span = f"{_fmt(vals[0])}-{_fmt(vals[-1])} {unit}" if vals and vals[0] != vals[-1] else \
             f"{_fmt(vals[0])} {unit}" if vals else ""
-        if span:
-            what = f"measured {span}, expected {r.get('expected')}"
+        if span:  # the codes the cause names (XID 79) are no figures: said with the span
+            named = causes.codes(what)
+            what = (f"measured {span}, expected {r.get('expected')}"
+                    + (f" ({', '.join(named)})" if named else ""))
         elif not c.alike:  # one cause, each host's own paths
             what += f" (as on {c.hosts[0]}; each host's own paths and figures in its details)"
     return who, figures_in(what), figures_in(cause)
@@ -628,7 +630,7 @@ def retried_section(records: list[dict]) -> str:
     rows = "".join(f"<tr class='{status_class(r['status'])}'><td>{escape(r['criterion'])}</td>"
                    f"<td>{escape(r['host'])}</td><td>{r['status']}</td>"
                    f"<td>{escape(', '.join(_fmt(v) for v in r['details']['attempts']))}</td>"
-                   f"<td>{_fmt(r['details'].get('spread_pct'))} %</td>"
+                   f"<td>{escape(_fmt(r['details'].get('spread_pct')))} %</td>"
                    f"<td>{escape(_fmt(r.get('measured')))} {escape(r.get('unit') or '')}</td></tr>"
                    for r in recs[:RETRIED_SHOWN])
     more = f"<p>{len(recs) - RETRIED_SHOWN} more in results.json</p>" if len(recs) > RETRIED_SHOWN else ""
@@ -784,14 +786,16 @@ def inventory_section(doc: dict) -> str:
                  for p in net.get("ethernet") or [] if not p.get("virtual")]
         ports += [f"{p['device']}/{p['port']} {p.get('rate')} {p.get('state')}"
                   for p in net.get("infiniband") or []]
-        host = (f"{f.get('os')}, kernel {f.get('kernel')}<br>CPU {f.get('cpu_model') or '?'} "
-                f"({f.get('cpu_count')} logical), memory {_gib(f.get('memory_bytes')) or '?'}")
+        # the host's own strings (/etc/os-release, uname, /proc/cpuinfo): text, never markup
+        host = (f"{escape(f.get('os'))}, kernel {escape(f.get('kernel'))}<br>CPU "
+                f"{escape(f.get('cpu_model') or '?')} ({escape(f.get('cpu_count'))} logical), memory "
+                f"{_gib(f.get('memory_bytes')) or '?'}")
         sw = (f"driver {nv.get('driver') or '-'} (CUDA {nv.get('cuda_driver') or '-'}); torch "
               f"{(f.get('torch') or {}).get('version') or '-'}; probe Python {f.get('python')} "
               f"{f.get('python_executable')}")
         rows.append(f"<tr><th>{escape(h)}<br>{escape(host_identity(f))}</th><td>{gpus}</td><td>{escape(sw)}</td>"
                     f"<td>{escape('; '.join(ports) or 'not probed (no network check ran)')}</td>"
-                    f"<td>{host.replace(chr(10), ' ')}</td></tr>")
+                    f"<td>{host}</td></tr>")
     return ("<div class='so-inventory'><h2>Hardware signed off</h2><table class='so-table'><tr><th>host"
             "</th><th>GPUs (model, UUID, serial, VBIOS, PCI)</th><th>software</th><th>NICs</th>"
             f"<th>host</th></tr>{''.join(rows)}</table></div>")
@@ -848,4 +852,6 @@ def markdown(doc: dict) -> str:
         out += [f"- hosts {k} since the baseline: {hosts_text(base[k])}"
                 for k in ("appeared", "vanished") if base.get(k)]
         out.append("")
-    return "\n".join(out) + "\nDetails: report.html (plots, methodology, inventory), results.json.\n"
+    # every line printable: `cat report.md` replays no host's escape sequence
+    return ("\n".join(map(printable, out))
+            + "\nDetails: report.html (plots, methodology, inventory), results.json.\n")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from signoff import pytest_adapter
+from signoff.printable import printable
 
 ROW = pytest.StashKey[Path]()  # the file whose row our lines broke: written again (Recorder)
 
@@ -44,6 +45,7 @@ class Terminal:
     def say(self, line: str) -> None:
         if self.tr is None:
             return
+        line = printable(line)  # a host's text in it (a version, a cause) as escapes
         with self._quiet():
             row = pytest_adapter.row(self.tr)  # the file whose results pytest is writing on this row
             self._fresh_line()
@@ -55,6 +57,7 @@ class Terminal:
     def progress(self, line: str, final: bool) -> None:
         if self.tr is None:
             return
+        line = printable(line)
         if not self.tr.isatty():
             if final or time.monotonic() - self.last >= self.PROGRESS_EVERY_S:
                 self.last = time.monotonic()

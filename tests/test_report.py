@@ -709,3 +709,53 @@ def test_example_reports_name_their_suite_version_and_cite_only_files_of_the_rep
         for cited in set(CITED.findall(text)):
             base = path.parent if cited.startswith("../") else ROOT
             assert (base / cited).exists(), (path, cited)
+
+
+def test_distinct_xid_codes_are_each_their_own_line_on_the_cover_report_md_and_the_terminal(tmp_path):
+    """Issue 42 item 10: XID 79 (fallen off the bus: reseat) on one host and XID 48 (double-bit
+    ECC: RMA) on another were one cause once every number was stood in: 'measured 1-1 XIDs',
+    no code, on the cover, in report.md and the terminal. Codes (after XID, exit, signal, errno)
+    are no figures: each code its own line; one code on two hosts still one line, naming it."""
+    t = {"expected": "<= 0 XIDs", "unit": "XIDs", "source": "NVIDIA XID catalog"}
+
+    def xid(host, code, bus):
+        return rec("xid_history", host, "FAIL", 1, **t, message=(
+            f"{host}: fatal XIDs in the kernel log (journal) over the last 168 h: XID {code} x1 on "
+            f"PCI:0000:{bus}:00.0 = 1 XIDs, expected <= 0 XIDs (h200-8x-nvlink, source: NVIDIA XID "
+            f"catalog); likely cause: a failing GPU, HBM or NVLink: see NVIDIA's XID catalog for the code"))
+    recs = [xid("n1", 79, "18"), xid("n2", 48, "18"), xid("n3", 79, "19")]
+    doc = {"meta": {"hosts": ["n1", "n2", "n3"], "profile": "h200-8x-nvlink"}, "results": recs,
+           "verdict": "FAIL"}
+    lines, fix = cover_lines(doc)
+    term = [ln.strip() for ln in terminal_lines(tmp_path, doc) if ln.startswith("  FAIL ")]
+    for said in (lines, [ln.replace("\\", "") for ln in fix], term):  # report.md's escapes out
+        assert len(said) == 2, said
+        assert "n[1,3]" in said[0] and "XID 79" in said[0] and "XID 48" not in said[0], said
+        assert "n2" in said[1] and "XID 48 x1" in said[1] and "XID 79" not in said[1], said
+    assert lines[0].startswith("FAIL xid_history on 2 hosts n[1,3]: measured 1 XIDs, expected <= 0 XIDs "
+                               "(XID 79)"), lines  # one figure alike on both: not '1-1'
+    from signoff import causes  # exit codes, signals, errnos are causes too, never folded
+    said = [("a", "a: probe failed (exit 1)"), ("b", "b: probe failed (exit 137)"),
+            ("c", "c: killed by signal 9"), ("d", "d: killed by signal 15"),
+            ("e", "e: [Errno 28] No space"), ("f", "f: [Errno 5] EIO")]
+    assert [c.hosts for c in causes.fold(said)] == [["a"], ["b"], ["c"], ["d"], ["e"], ["f"]]
+
+
+def test_a_cotenants_process_name_is_said_as_text_in_the_terminal_and_report_html(tmp_path):
+    """Issue 42 item 2: a process name is the host's (/proc/PID/comm, NVML): one carrying ESC
+    sequences moved the operator's cursor, erased a line and printed a green verdict in the
+    signoff section; its markup was markup in report.html. Controls are said as visible escapes
+    (never dropped: the provider sees what the host printed), markup as text."""
+    from signoff.printable import printable
+    name = "\x1b[1A\x1b[2K\x1b[32mverdict: PASS\x1b[0m<img src=x onerror=alert(1)>\u202e\r"
+    assert printable(name) == ("\\x1b[1A\\x1b[2K\\x1b[32mverdict: PASS\\x1b[0m<img src=x onerror=alert(1)>"
+                               "\\u202e\\x0d")
+    assert printable("a\tb\nc") == "a\tb\\x0ac" and printable("a\nb", lines=True) == "a\nb"
+    facts = {"nvidia": {"gpus": [{"index": 0, "processes": [{"pid": 4242, "name": name, "used_mib": 1}]}]}}
+    doc = {"meta": {"hosts": ["n1"], "profile": "lab"}, "results": [rec("gpu_model", "n1")],
+           "verdict": "PASS", "hosts": {"n1": facts}, "left_behind": {}, "leftovers": {}}
+    term = "\n".join(terminal_lines(tmp_path, doc))
+    assert "\x1b" not in term and "\r" not in term and "\u202e" not in term, term
+    assert "pid 4242 (\\x1b[1A\\x1b[2K\\x1b[32mverdict: PASS\\x1b[0m<img" in term, term
+    html = report.notes_section(doc)
+    assert "<img" not in html and "&lt;img src=x" in html and "\x1b" not in html, html

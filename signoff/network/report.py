@@ -3,11 +3,10 @@ multi-node all-reduce with its bisection to the slow host or link."""
 
 from __future__ import annotations
 
-from html import escape
-
 from signoff import retry
 from signoff.check import NA_PREFIX
 from signoff.figures import img, png, pyplot
+from signoff.printable import escape
 from signoff.report import MATRIX_MAX_HOSTS, WORST, status_class
 from signoff.units import readable
 
@@ -33,9 +32,10 @@ def network_section(records: list[dict]) -> str:
         pairs = [r for r in low if r["status"] != "PASS"] or low[:WORST]
     rows = "".join(
         f"<tr class='{status_class(r['status'])}'><td>{escape(r['host'])}</td>"
-        f"<td>{escape(str(d.get('tool')))} ({d.get('streams')} streams, {d.get('duration')} s)</td>"
-        f"<td>{d.get('gbps')}</td><td>{d.get('line_rate_gbps')}</td>"
-        f"<td>{_pct(d.get('fraction'))}</td>"
+        f"<td>{escape(d.get('tool'))} ({escape(d.get('streams'))} streams, "
+        f"{escape(d.get('duration'))} s)</td>"
+        f"<td>{escape(d.get('gbps'))}</td><td>{escape(d.get('line_rate_gbps'))}</td>"
+        f"<td>{escape(_pct(d.get('fraction')))}</td>"
         f"<td>{r['status']}</td></tr>"
         for r in pairs for d in [r["details"]])
     out = "<h2>Network</h2>" + (img(fig, "host pair throughput") if fig else "")
@@ -53,7 +53,8 @@ def network_section(records: list[dict]) -> str:
         out += f"<p>Multi-node all-reduce: <b>{multi['status']}</b>: {escape(got)}</p>"
     if bis:
         named = ", ".join(bis["slow_hosts"] + bis["slow_links"]) or "no single host or link"
-        cells = "".join(f"<tr><td>{escape(p)}</td><td>{bw}</td></tr>" for p, bw in bis["pairs"].items())
+        cells = "".join(f"<tr><td>{escape(p)}</td><td>{escape(bw)}</td></tr>"
+                        for p, bw in bis["pairs"].items())
         out += (f"<p>Bisection (2-host all-reduce per ring pair): slow <b>{escape(named)}</b></p>"
                 f"<table class='so-table'><tr><th>pair</th><th>busbw GB/s</th></tr>{cells}</table>")
     return out

@@ -5,9 +5,9 @@ drawn, and an HTML table of maxima and medians."""
 from __future__ import annotations
 
 import math
-from html import escape
 
 from signoff.figures import png, pyplot
+from signoff.printable import escape
 from signoff.soak.judge import FAIL_REASONS, REASON_BITS, Series, mask_of
 
 MAX_POINTS = 4000  # per line; longer soaks are plotted every k-th sample (the table uses all)
@@ -114,7 +114,7 @@ def table(rows: list[dict], interval: float) -> str:
         t, m, p, c = r["temp"] or {}, r["mem_temp"] or {}, r["power"] or {}, r["sm_clock"] or {}
         reasons = ", ".join(f"{k} {v * interval:g}" for k, v in sorted(r["reasons"].items())) or "none"
         body.append(
-            f"<tr><td>{r['gpu']}</td>"
+            f"<tr><td>{escape(r['gpu'])}</td>"
             f"<td>{_fmt(t.get('max'))} / {_fmt(r.get('temp_sustained'))} / {_fmt(t.get('median'))}</td>"
             f"<td>{_fmt(m.get('max'))} / {_fmt(r.get('mem_temp_sustained'))} / "
             f"{_fmt(m.get('median'))}</td>"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from signoff import retry
 from signoff.figures import img, png, pyplot
+from signoff.printable import escape
 from signoff.report import MATRIX_MAX_HOSTS
 
 READS = (("storage_read_seq", "sequential"), ("storage_read_small", "small files"))
@@ -74,8 +75,9 @@ def storage_section(records: list[dict], profile) -> str:
     agg = next((r for r in records if r["criterion"] == "storage_read_aggregate"), None)
     if agg and (agg.get("details") or {}).get("per_host"):
         fig = timeline_figure(agg["details"])
-        out += (f"<p>Aggregate read: <b>{agg['status']}</b> {agg.get('measured')} {agg.get('unit') or ''} "
-                f"({agg.get('expected')})</p>" + (img(fig, "aggregate read timeline") if fig else ""))
+        out += (f"<p>Aggregate read: <b>{agg['status']}</b> {escape(agg.get('measured'))} "
+                f"{escape(agg.get('unit') or '')} ({escape(agg.get('expected'))})</p>"
+                + (img(fig, "aggregate read timeline") if fig else ""))
     return out
 
 

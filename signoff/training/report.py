@@ -3,8 +3,7 @@ per GPU, comm share, efficiency), the loader's headroom, and the step over the n
 
 from __future__ import annotations
 
-from html import escape
-
+from signoff.printable import escape
 from signoff.report import status_class
 from signoff.training import section
 
@@ -24,9 +23,10 @@ def training_section(records: list[dict]) -> str:
         head = by.get(("train_input_headroom", r["host"]), {})
         for w in r["details"]["widths"]:
             rows.append(f"<tr class='{status_class(scale.get('status') or r['status'])}'>"
-                        f"<td>{escape(r['host'])}</td><td>{w['ranks']}</td><td>{w['step_s'] * 1e3:.1f}</td>"
+                        f"<td>{escape(r['host'])}</td><td>{escape(w['ranks'])}</td>"
+                        f"<td>{w['step_s'] * 1e3:.1f}</td>"
                         f"<td>{w['tokens_per_s']:g}</td><td>{w['tflops_per_gpu']:g}</td>"
-                        f"<td>{w['comm_share']:.0%}</td><td>{eff.get(str(w['ranks']), '')}</td>"
+                        f"<td>{w['comm_share']:.0%}</td><td>{escape(eff.get(str(w['ranks']), ''))}</td>"
                         f"<td>{escape(str(head.get('measured', '')))}</td></tr>")
     out = ("<h2>Training step</h2><table class='so-table'><tr><th>host</th><th>ranks</th><th>ms/step</th>"
            "<th>tokens/s</th><th>model TFLOP/s per GPU</th><th>comm share</th><th>efficiency</th>"

@@ -3,8 +3,7 @@ cluster), the values that differ from the majority marked."""
 
 from __future__ import annotations
 
-from html import escape
-
+from signoff.printable import escape
 from signoff.report import MATRIX_MAX_HOSTS, hosts_text, probe_env_text
 from signoff.units import readable
 from signoff.versions import parity
