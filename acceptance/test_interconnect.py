@@ -1,7 +1,6 @@
 """Intra-node GPU interconnect: all-reduce bus bandwidth, GPU pairs, topology, NCCL transport."""
 
 from dataclasses import replace
-from html import escape
 from statistics import median
 
 import pytest
@@ -11,6 +10,7 @@ from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.interconnect import diagnose, judge, plots
 from signoff.interconnect.run import MEASURES, collective_devices
+from signoff.printable import escape  # html.escape, a host's controls visible too
 from signoff.units import human_bytes, parse_size
 
 RULE = "signoff acceptance rule"
