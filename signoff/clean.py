@@ -4,7 +4,8 @@ the rule every run uses to list them (signoff/fleet.py SWEEP: its keeper dead, o
 another process's; a dir of an older version without a keeper once 10 minutes old), so a live
 run's dir, its keeper alive, is never touched. Only this user's dirs of mode 0700 (mktemp's) are
 acted on, and only this user's processes signalled: another user's dir (or a link) is left alone
-and said, as is a pid file naming another user's process (signoff/fleet.py KILL_PROBES)."""
+and said, as is a pid file naming another user's process (signoff/fleet.py KILL_PROBES).
+Inside a Slurm allocation (--launcher slurm) it runs as one srun step across the nodes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from signoff import hostlist
 from signoff.fleet import KILL_PROBES, SWEEP, SWEEP_S
 from signoff.inventory import Inventory
+from signoff.slurm import SlurmTransport
 from signoff.transport import HostUnreachable, open_transport
 
 # SWEEP lists the dead runs' dirs (none of them ours: there is no own dir, hence ''); each is
@@ -47,10 +49,12 @@ def clean_host(t) -> tuple[list[str], bool]:
 
 
 def clean(inv: Inventory, accept_new_host_keys: bool = False, connect_timeout: float = 10,
-          max_parallel: int = 1024) -> tuple[list[str], bool]:
-    """Every host at once; lines `host: what`, hosts with the same outcome folded."""
+          max_parallel: int = 1024, slurm=None) -> tuple[list[str], bool]:
+    """Every host at once; lines `host: what`, hosts with the same outcome folded. `slurm`
+    (signoff.slurm.Slurm): the hosts are its nodes, cleaned by srun (one step), not SSH."""
     def one(h):
-        t = open_transport(h, inv.known_hosts, accept_new_host_keys, connect_timeout)
+        t = SlurmTransport(h, slurm) if slurm else \
+            open_transport(h, inv.known_hosts, accept_new_host_keys, connect_timeout)
         try:
             return clean_host(t)
         except HostUnreachable as exc:

@@ -155,11 +155,15 @@ def clean(argv: list[str]) -> int:
     from signoff import clean as cleaning
 
     def sweep(config, state):
-        if state.job:
-            raise InputError("signoff clean runs over SSH (or on this machine), not as srun steps: "
-                             "pass --launcher ssh, or run it on each node")
-        return cleaning.clean(state.inventory, config.getoption("accept_new_host_keys"),
-                              config.getoption("connect_timeout"), config.getoption("max_parallel"))
+        from signoff import slurm  # inside an allocation: srun steps, as a run's (--launcher)
+        job = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
+        try:
+            return cleaning.clean(state.inventory, config.getoption("accept_new_host_keys"),
+                                  config.getoption("connect_timeout"), config.getoption("max_parallel"),
+                                  slurm=job)
+        finally:
+            if job:
+                job.close()
     lines, ok = configured(argv, sweep)
     print("\n".join(lines))
     return 0 if ok else 1

@@ -93,13 +93,21 @@ KILL_PROBES = ("[ -O {wd} ] && ! [ -L {wd} ] && for f in {wd}/.pid.*; do p=${{f#
 # removal fail), then makes a new one with mkdir like any run. (Two runs that judged the same
 # lock stale at once both removed it: the second removed the first's new lock, and both held it.)
 # A token whose maker is dead (killed while taking over) is passed by a token named after it.
+# Only a lock of this user's counts: any local user may make that name in /tmp (naming pid 1, an
+# owner of their choosing). Another user's (or a link) is never read: said as "foreign" with its
+# owner, and this run's lock is then the user's own beside it, $L.<uid>; that one another user's
+# too is refused ("planted"), naming its owner.
 KEEPER = """L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9)
-end=$(( $(date +%s) + {wait} )); me="$$ $(cut -d' ' -f22 /proc/$$/stat)"
+end=$(( $(date +%s) + {wait} )); me="$$ $(cut -d' ' -f22 /proc/$$/stat)"; u=$(id -u)
 alive() {{ [ -n "$1" ] && [ -d /proc/$1 ] &&
   {{ [ -z "$2" ] || [ "$(cut -d' ' -f22 /proc/$1/stat 2>/dev/null)" = "$2" ]; }}; }}
 stale() {{ set -- $(cat "$L/pid" 2>/dev/null); if [ -n "${{1:-}}" ]; then ! alive "$1" "${{2:-}}"
   else [ -n "$(find "$L" -maxdepth 0 -mmin +1 2>/dev/null)" ]; fi; }}
 while ! mkdir "$L" 2>/dev/null; do
+  if [ -L "$L" ] || {{ [ -e "$L" ] && ! [ -O "$L" ]; }}; then
+    o=$(stat -c %U -- "$L" 2>/dev/null); [ -n "${{f:-}}" ] && {{ echo "planted ${{L%.*}} $L $o"; exit 3; }}
+    echo "foreign $L $o"; f=1; L=$L.$u; continue
+  fi
   case "$(cat "$L/owner" 2>/dev/null)" in "run {run} "*) echo "shared $L $$"; exec sleep {keep};; esac
   if stale; then
     k="$L/take"; h=$(readlink "$k")
@@ -234,6 +242,7 @@ class HostSession:
         self.keeper: str | None = None  # host-side pid of the keeper of this run's lock
         self.lock_dir: str | None = None
         self.leftovers: list[str] = []  # temp dirs of runs that are gone, found on the host
+        self.foreign: list[str] = []  # run locks of other users found on the host (not counted)
         self._shipped = False  # the temp dir made and the probes in it
         self._workdir_error: ProbeError | None = None
         self._lock = threading.Lock()
@@ -262,7 +271,11 @@ class HostSession:
         ready = threading.Event()
 
         def line(text):
-            if not got and text.split()[:1] in (["locked"], ["busy"], ["shared"]):
+            if not got and text.split()[:1] == ["foreign"]:  # said, never its text (planted?)
+                where, who = (text.split(maxsplit=2)[1:] + ["", ""])[:2]
+                self.foreign.append(f"run lock {where} made by user {who or 'unknown'}, not by this "
+                                    f"user: not counted (another user's run, or planted)")
+            elif not got and text.split()[:1] in (["locked"], ["busy"], ["shared"], ["planted"]):
                 got.append(text)
                 ready.set()
 
@@ -290,6 +303,11 @@ class HostSession:
             raise ProbeError(f"{self.host}: in use by another signoff run: {other or 'owner unknown'} "
                              f"(lock {where}{f', waited {wait:g} s' if wait else ''}; "
                              f"--lock-wait waits for it)")
+        if word == "planted":  # this user's own lock name taken too: its owner named, never its text
+            base, mine, who = (first.split(maxsplit=3)[1:] + ["", "", ""])[:3]
+            raise ProbeError(f"{self.host}: cannot take the run lock: {base} and this user's own "
+                             f"{mine} are another user's ({mine}: user {who or 'unknown'}), made in /tmp "
+                             f"before this run: remove them as root or that user")
         raise ProbeError(f"{self.host}: cannot take the run lock in /tmp ({first})")
 
     def cached_probe(self, name: str, *args: str, timeout: float = 600,
@@ -476,7 +494,7 @@ class Fleet:
                 self.on_facts(name, {"error": str(exc)})
             raise
         finally:
-            for what in s.leftovers:
+            for what in s.foreign + s.leftovers:
                 self.note("leftovers", name, what)
         if self.on_facts:
             self.on_facts(name, facts)

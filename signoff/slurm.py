@@ -5,7 +5,8 @@ across those nodes: `srun --nodelist=... --ntasks-per-node=1 --kill-on-bad-exit=
 --label`, each task picking its own host's command by $SLURMD_NODENAME and marking its start and
 exit status, so each node's stdout is its own and is parsed as that host's JSON. A node Slurm
 reports DOWN/DRAIN, or that dies mid-step, is that host's ERROR with Slurm's reason; the others'
-results stand. close() scancels every step of this run (Ctrl-C too)."""
+results stand. close() scancels every step of this run (Ctrl-C too); a controller killed outright
+ends them too: every task watches the step's stdin, a pipe the controller holds open."""
 
 from __future__ import annotations
 
@@ -157,6 +158,7 @@ class _Step:
     srun_err: list = field(default_factory=list)  # srun's own stderr lines
     held: set = field(default_factory=set)  # nodes whose tasks were killed, judged at the step's end
     lost: dict = field(default_factory=dict)  # step_aborts(): the nodes srun aborted the step for
+    ended: float | None = None  # when srun ended (monotonic): a killed task's end
 
 
 class _Task:
@@ -169,6 +171,10 @@ class _Task:
         self.err: collections.deque = collections.deque(maxlen=400)
         self.rc: int | None = None
         self.err_end = False
+        # when its start and exit status came (monotonic): its elapsed, as over SSH, tells a
+        # SIGKILL well before the timeout (the OOM killer) from the timeout's own (137 both)
+        self.began: float | None = None
+        self.ended: float | None = None
 
 
 class Slurm:
@@ -266,14 +272,20 @@ class Slurm:
         cases = " ".join(f"{shlex.quote(e.node)}) T={_seconds(e.timeout)}; P={shlex.quote(e.python)}; "
                          f"M={shlex.quote(e.command[len(head):len(e.command) - len(tail)])};;"
                          for e in batch)
+        run = f"timeout -k {KILL_GRACE_S} \"$T\" sh -c {shlex.quote(head)}\"$M\"{shlex.quote(tail)}"
+        if stdin:
+            run = f"{run} 3>&- 4>&-; echo $? >&3"
+        else:  # the command dies with its controller, as over SSH (transport.guarded()): the step's
+            # stdin is a pipe the controller holds open (launch()); EOF there TERMs its group
+            run = (f"{run} </dev/null 3>&- 4>&- 5<&- & p=$!; (while read -r _ <&5; do :; done; "
+                   f"kill -TERM -$p 2>/dev/null || kill -TERM $p) >/dev/null 2>&1 3>&- 4>&- & w=$!; "
+                   f"wait $p; echo $? >&3; kill $w 2>/dev/null")
         return (f"printf '{MARK} start %s %s.%s %s\\n' \"$SLURMD_NODENAME\" \"$SLURM_JOB_ID\" "
                 f"\"$SLURM_STEP_ID\" \"${{SLURM_LOCALID:-0}}\"; "
                 f"case \"$SLURMD_NODENAME\" in {cases} *) echo 'no command for this node' >&2; exit 2;; "
-                f"esac; "
+                f"esac; {'' if stdin else 'exec 5<&0; '}"
                 # the command's exit status past the filter of its stdout (no pipefail in sh)
-                f"{{ rc=$( {{ {{ timeout -k {KILL_GRACE_S} \"$T\" sh -c "
-                f"{shlex.quote(head)}\"$M\"{shlex.quote(tail)}{'' if stdin else ' </dev/null'} 3>&- 4>&-; "
-                f"echo $? >&3; }} | \"$P\" -c {shlex.quote(SPLIT)} >&4; }} 3>&1 ); }} 4>&1; "
+                f"{{ rc=$( {{ {{ {run}; }} | \"$P\" -c {shlex.quote(SPLIT)} 5<&- >&4; }} 3>&1 ); }} 4>&1; "
                 f"printf '{MARK} rc %s\\n' $rc; echo '{MARK} end' >&2; exit $rc")
 
     @staticmethod
@@ -300,20 +312,21 @@ class Slurm:
         finally:
             os.unlink(name)
 
-    def srun_args(self, nodes: list[str], timeout: float, stdin: bool, per_node: int = 1,
+    def srun_args(self, nodes: list[str], timeout: float, per_node: int = 1,
                   kill_on_bad_exit: int = 0) -> list[str]:
+        # --input=all: every task reads the step's stdin, its data (put_all) or the pipe the
+        # controller holds open for the step's life (script(): the tasks die with it)
         return ["srun", f"--jobid={self.job}", f"--nodelist={fold(nodes)}", f"--nodes={len(nodes)}",
                 f"--ntasks={len(nodes) * per_node}", f"--ntasks-per-node={per_node}",
                 f"--kill-on-bad-exit={kill_on_bad_exit}", "--overlap", "--label", "--no-kill",
                 f"--job-name={self.name}",
-                f"--time={_time(timeout + 2 * KILL_GRACE_S + STEP_START_S)}",
-                "--input=all" if stdin else "--input=none"]
+                f"--time={_time(timeout + 2 * KILL_GRACE_S + STEP_START_S)}", "--input=all"]
 
     def _step(self, batch: list[_Entry], stdin: bytes | None) -> _Step:
         by_node = {e.node: e for e in batch}
         limit = max(e.timeout for e in batch)
         with self.command(self.script(batch, stdin is not None)) as (opts, command):
-            return self.launch([*self.srun_args(list(by_node), limit, stdin is not None), *opts, *command],
+            return self.launch([*self.srun_args(list(by_node), limit), *opts, *command],
                                by_node, limit, stdin)
 
     def launch(self, cmd: list[str], by_node: dict[str, _Entry], limit: float,
@@ -327,12 +340,12 @@ class Slurm:
         with self._lock:
             if self.closed:
                 raise RuntimeError("the run is stopping")
-            p = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  start_new_session=True)  # a terminal's Ctrl-C is ours to handle
             self._procs.add(p)
         if stdin is not None:
             threading.Thread(target=_feed, args=(p, stdin), daemon=True).start()
+        # else its stdin stays open until srun ends: the tasks' EOF is their controller's end
 
         def task(i: int) -> _Task:
             return tasks.setdefault(i, _Task(STREAM_KEEP if streamed else None))
@@ -347,7 +360,8 @@ class Slurm:
                     step.held.add(node)  # its own timeout, or srun ending the step for another node
                     return
                 self._finish(e, CommandResult(e.command, max(rcs, key=abs), _text(lead.out),
-                                              "\n".join(ln for t in mine for ln in t.err), e.timeout))
+                                              "\n".join(ln for t in mine for ln in t.err), e.timeout,
+                                              _elapsed(mine)))
 
         def read_err():
             for raw in p.stderr:
@@ -382,11 +396,13 @@ class Slurm:
             if piece[:1] != b"=" and text.startswith(f"{MARK} start "):
                 node, step_id, local = (text.split()[2:5] + ["0"])[:3]
                 t.node, t.local, step.started = node, int(local) if local.isdigit() else 0, True
+                t.began = time.monotonic()
                 if step_id not in self.steps:
                     self.steps.append(step_id)
             elif piece[:1] != b"=" and text.startswith(f"{MARK} rc "):
                 rc = text.split()[2:3]  # none when the task's command was killed before its `echo $?`
                 t.rc = int(rc[0]) if rc and rc[0].lstrip("-").isdigit() else None
+                t.ended = time.monotonic()
                 if t.node:
                     settle(t.node)
             elif t.node:
@@ -395,6 +411,9 @@ class Slurm:
                 if e and e.on_line and t.local == 0:
                     e.on_line(text)
         step.rc = p.wait()
+        step.ended = time.monotonic()
+        if stdin is None:
+            p.stdin.close()
         err_thread.join(5)
         with self._lock:
             self._procs.discard(p)
@@ -427,7 +446,7 @@ class Slurm:
             return outcome, next(iter(outcome), None), set()
         by_node = {n: _Entry(n, commands[n][0], timeout, python=commands[n][1]) for n in nodes}
         with self.command(self.script(list(by_node.values()), False), per_node) as (opts, command):
-            step = self.launch([*self.srun_args(nodes, timeout, False, per_node, kill_on_bad_exit=1),
+            step = self.launch([*self.srun_args(nodes, timeout, per_node, kill_on_bad_exit=1),
                                 *opts, *command], by_node, timeout, per_node=per_node)
         first, killed = None, set()
         for line in step.srun_err:  # srun names each task that ended badly, the first first
@@ -444,7 +463,8 @@ class Slurm:
             elif mine:  # its ranks were ended with the step: what they said so far
                 lead = min(mine, key=lambda t: t.local)
                 outcome[n] = CommandResult(e.command, 137, _text(lead.out),
-                                           "\n".join(ln for t in mine for ln in t.err), timeout)
+                                           "\n".join(ln for t in mine for ln in t.err), timeout,
+                                           _elapsed(mine, step.ended))
             else:
                 outcome[n] = HostUnreachable(n, f"{self._why(e)}; {describe(n, node_states([n])[n])}")
         killed.discard(first)
@@ -528,6 +548,16 @@ def _quiet(cmds: list[list[str]]) -> None:
             _run(c)
         except (OSError, subprocess.TimeoutExpired):
             pass
+
+
+def _elapsed(tasks: list[_Task], end: float | None = None) -> float | None:
+    """A node's command from its first task's start to its last task's exit status (or `end`,
+    for tasks killed before they said one), as the controller saw them; None if unknown."""
+    ends = [t.ended if t.ended is not None else end for t in tasks]
+    began = [t.began for t in tasks if t.began is not None]
+    if not began or None in ends:
+        return None
+    return max(ends) - min(began)
 
 
 def _text(lines) -> str:

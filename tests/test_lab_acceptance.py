@@ -400,6 +400,45 @@ def test_second_run_on_the_same_hosts_is_refused_naming_the_first(lab, tmp_path)
         assert "since 20" in r["message"] and "--lock-wait" in r["message"]
 
 
+def test_a_lock_another_local_user_planted_is_named_never_quoted_nor_counted(lab, tmp_path):
+    """Any local user may make a host's lock name in the shared /tmp first, naming pid 1 (alive)
+    and an owner of their choosing: every run ERRORed "in use by another signoff run", quoting
+    it. Only a lock of the run's own user counts: lab1's (nobody's) is named with its owner and
+    passed by (this user's lock beside it); lab2's, with the name beside it taken too, ERRORs
+    naming its owner. The planted text is nowhere."""
+    import pwd
+    pw = pwd.getpwnam("nobody")
+    said = "run 20991231T000000Z-planted-1 by mallory@elsewhere since 2099-12-31T00:00:00Z"
+    lock1, lock2 = _lock_dir(lab, "lab1"), _lock_dir(lab, "lab2")
+    planted = [lock1, lock2, Path(f"{lock2}.{os.getuid()}")]
+    plant = "; ".join(f"mkdir {d} && echo '{said}' > {d}/owner && echo 1 > {d}/pid" for d in planted)
+    subprocess.run(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
+                    "sh", "-c", plant], check=True, timeout=30)
+    try:
+        assert all(d.stat().st_uid == pw.pw_uid for d in planted)
+        inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), ["lab1", "lab2"])
+        rc, res, out = accept(tmp_path, "acceptance/test_versions.py", "--inventory", str(inv),
+                              "--profile", "local")
+        r = by_key(res)
+        assert r[("version_parity", "lab1")]["status"] == "PASS", (r[("version_parity", "lab1")], out)
+        note = (f"run lock {lock1} made by user nobody, not by this user: not counted (another user's "
+                f"run, or planted)")
+        assert note in res["leftovers"]["lab1"], res["leftovers"]  # beside dead runs' dirs in the shared /tmp
+        assert f"run lock {lock1} made by user nobody" in out, out  # the terminal's leftover line
+        lab2 = [v for (c, h), v in r.items() if h == "lab2"]
+        assert lab2 and all(v["status"] == "ERROR" for v in lab2)
+        assert all(v["message"] == f"lab2: cannot take the run lock: {lock2} and this user's own "
+                   f"{planted[2]} are another user's ({planted[2]}: user nobody), made in /tmp before "
+                   f"this run: remove them as root or that user" for v in lab2), lab2[0]["message"]
+        rd = tmp_path / "report"
+        for text in (out, json.dumps(res), (rd / "report.html").read_text(), (rd / "report.md").read_text(),
+                     (rd / "junit.xml").read_text()):
+            assert "mallory" not in text and "in use by another signoff run" not in text
+        assert not Path(f"{lock1}.{os.getuid()}").exists()  # this run's own lock, removed at its end
+    finally:
+        subprocess.run(["rm", "-rf", *map(str, planted)])
+
+
 def test_a_host_that_does_not_answer_the_cleanup_is_named_not_waited_for(lab, tmp_path):
     """Cleanup is bounded: a host whose sshd stops answering mid-run holds up the end of the
     run CLEANUP_S at most, and the run says what it left there (temp dir, run lock)."""

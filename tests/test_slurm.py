@@ -4,10 +4,12 @@ real Slurm in tests/test_slurm_lab.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 from test_cli import ROOT
@@ -53,12 +55,25 @@ def test_gpus_per_node_from_the_job():
     assert slurm.gpus_per_node("JobId=5 NumNodes=3 TRES=cpu=6,node=3,billing=6") is None
 
 
+@contextlib.contextmanager
+def held():
+    """A task's stdin as srun gives it: a pipe its controller holds open (EOF: the controller is
+    gone, and the task's command is ended: Slurm.script())."""
+    r, w = os.pipe()
+    try:
+        yield r
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def test_one_step_script_sends_the_common_command_once():
     e = [slurm._Entry(f"n{i}", f"cd /tmp/signoff.{i}abc && python3 sysinfo.py", 30) for i in range(3)]
     script = slurm.Slurm.script(None, e, False)
     assert script.count("sysinfo.py") == 1 and "n2) T=30; P=python3; M=2;;" in script
-    out = subprocess.run(["sh", "-c", script], env={**os.environ, "SLURMD_NODENAME": "n1"},
-                         capture_output=True, text=True)
+    with held() as stdin:
+        out = subprocess.run(["sh", "-c", script], env={**os.environ, "SLURMD_NODENAME": "n1"},
+                             capture_output=True, text=True, stdin=stdin)
     assert "@@signoff-slurm rc 2" in out.stdout  # `cd /tmp/signoff.1abc` failed there: sh exit 2
     assert "signoff.1abc" in out.stderr
 
@@ -102,8 +117,9 @@ def test_a_script_past_one_arguments_limit_travels_as_a_file_removed_after_the_s
         copy = tmp_path / "slurm_bcast_1.0_node00042"  # what srun --bcast puts on a node
         copy.write_bytes(open(command[0], "rb").read())
         copy.chmod(0o700)
-        r = subprocess.run([str(copy)], env={**os.environ, "SLURMD_NODENAME": "node00042"},
-                           capture_output=True, text=True)
+        with held() as stdin:
+            r = subprocess.run([str(copy)], env={**os.environ, "SLURMD_NODENAME": "node00042"},
+                               capture_output=True, text=True, stdin=stdin)
         assert "in /tmp/signoff.0000002a of node00042" in r.stdout and r.returncode == 0, r.stderr
         assert not copy.exists()  # the node's copy removed itself
     assert not os.path.exists(command[0])
@@ -122,7 +138,31 @@ def test_a_step_file_stays_until_every_task_of_its_node_has_started(tmp_path):
         copy.chmod(0o700)
         for local in (2, 0, 1):  # in any order
             assert copy.exists(), local
-            r = subprocess.run([str(copy)], env={**os.environ, "SLURMD_NODENAME": "node00007",
-                                                 "SLURM_LOCALID": str(local)}, capture_output=True, text=True)
+            with held() as stdin:
+                r = subprocess.run([str(copy)], env={**os.environ, "SLURMD_NODENAME": "node00007",
+                                                     "SLURM_LOCALID": str(local)},
+                                   capture_output=True, text=True, stdin=stdin)
             assert f"task {local} of node00007" in r.stdout and r.returncode == 0, r.stderr
     assert list(tmp_path.iterdir()) == []  # the copy and every task's mark removed by the last
+
+
+def test_a_steps_command_ends_when_its_controller_is_gone():
+    """srun hands its stdin to every task (--input=all), and the controller holds it open for
+    the step's life: its EOF (the controller SIGKILLed) ends the task's command, as
+    transport.guarded() does over SSH, so a killed run's keeper leaves no run lock behind."""
+    script = slurm.Slurm.script(None, [slurm._Entry("n1", "echo up; exec sleep 300", 600)], False)
+    r, w = os.pipe()
+    p = subprocess.Popen(["sh", "-c", script], env={**os.environ, "SLURMD_NODENAME": "n1"}, stdin=r,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    os.close(r)
+    with contextlib.ExitStack() as stack:
+        stack.callback(p.wait)
+        stack.callback(p.kill)
+        assert p.stdout.readline().startswith("@@signoff-slurm start n1")
+        assert p.stdout.readline() == "=up\n"  # it runs while the stdin is open
+        time.sleep(0.5)
+        assert p.poll() is None
+        t0 = time.monotonic()
+        os.close(w)  # the controller is gone (an assert before it: the pipe goes with the test)
+        assert p.wait(10) == 143 and time.monotonic() - t0 < 5  # TERMed, not its 600 s
+        assert p.stdout.read() == "@@signoff-slurm rc 143\n"

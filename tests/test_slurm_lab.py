@@ -262,7 +262,7 @@ fake = [slurm._Entry(f"node{i:05d}", f"cd /tmp/signoff.{i:08x} && exec python3 p
 script = s.script(real + fake, False)
 with s.command(script) as (opts, command):
     print("SIZE", len(script.encode()), "OPTS", *opts, "LONGEST", max(map(len, command)), flush=True)
-    s.launch([*s.srun_args(nodes, 60, False), *opts, *command], {e.node: e for e in real}, 60)
+    s.launch([*s.srun_args(nodes, 60), *opts, *command], {e.node: e for e in real}, 60)
 for e in real:
     print("RESULT", e.node, e.result.rc, e.result.stdout.strip())
 print("LEFT", *sorted(p for p in os.listdir("/tmp") if p.startswith("slurm_bcast_")))
@@ -318,3 +318,86 @@ def test_a_step_file_runs_on_every_task_of_a_node_and_is_removed_after(slurm, tm
     lines = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines() if ln}
     assert lines["RAN"] == [f"{n}.{i}" for n in ("lab1", "lab2", "lab3") for i in range(per_node)], r.stdout
     assert lines["LEFT"] == [], r.stdout  # no copy, no mark of a task left on a node
+
+
+KILLED_EARLY = """import json, os, sys
+sys.path.insert(0, {root!r})
+from signoff.fleet import ProbeError, parse_probe_output
+from signoff.slurm import Slurm
+s, out = Slurm(os.environ["SLURM_JOB_ID"], ["lab1", "lab2", "lab3"], "killed"), {{}}
+for what, cmd, timeout in (("oom", "sleep 1; kill -9 $$", 120), ("overrun", "trap '' TERM; sleep 30", 1)):
+    try:
+        parse_probe_output("lab1", "train", s.run("lab1", cmd, timeout))
+    except ProbeError as exc:
+        out[what] = str(exc)
+# one rank SIGKILLed 1 s in: srun ends the step (--kill-on-bad-exit=1), killing the others' ranks
+got, first, killed = s.collective({{"lab1": ("sleep 1; kill -9 $$", sys.executable),
+                                    "lab2": ("sleep 300", sys.executable),
+                                    "lab3": ("sleep 300", sys.executable)}}, 1, 120)
+out["ranks"] = {{n: [r.rc, r.elapsed, r.timed_out, r.signal] for n, r in got.items()}}
+out["first"] = first
+print(json.dumps(out))
+s.close()
+"""
+
+
+def test_a_sigkill_well_before_the_timeout_reads_as_one_not_as_a_timeout_under_srun(slurm, tmp_path):
+    """A task SIGKILLed 1 s in (the OOM killer) exits 137 as its timeout's KILL does: its elapsed
+    tells them apart under Slurm as over SSH (issue 42 item 6: every such kill read "overran its
+    120 s timeout"), the collective's ranks too, those Slurm killed with the step included."""
+    (tmp_path / "killed.py").write_text(KILLED_EARLY.format(root=str(ROOT)))
+    r = slurm.run("salloc", "-N3", "--no-kill", "--quiet", sys.executable, str(tmp_path / "killed.py"),
+                  timeout=180)
+    out = json.loads(r.stdout.splitlines()[-1])
+    oom = out["oom"]
+    assert oom.startswith("lab1: probe train was ended by SIGKILL after ") and "overran" not in oom, out
+    assert float(oom.split(" after ")[1].split()[0]) < 30 and "of its 120 s timeout" in oom, oom
+    assert "not its timeout: the kernel's OOM killer" in oom, oom
+    assert out["overrun"].startswith("lab1: probe train overran its 1 s timeout"), out  # still a timeout
+    ranks = out["ranks"]
+    assert out["first"] == "lab1" and ranks["lab1"][0] == 137 and ranks["lab1"][2:] == [False, "SIGKILL"], out
+    for n in ("lab2", "lab3"):  # ended with the step (Slurm's TERM, KILL): their time, not a timeout's
+        rc, elapsed, timed_out, _ = ranks[n]
+        assert rc in (137, 143) and elapsed is not None and elapsed < 60 and not timed_out, out
+
+
+def test_a_killed_controllers_lock_and_probes_go_and_clean_works_in_the_allocation(slurm, tmp_path):
+    """kill -9 of a run's controller inside an allocation: its steps' tasks see their stdin's EOF
+    and end (the keeper removes each node's run lock, lab2's hung probe dies), so the next run in
+    the same allocation takes every host, and `signoff clean` runs there as srun steps, removing
+    the killed run's temp dirs (issue 42 item 7: the keeper's step kept every lock until the
+    allocation ended, the next run ERRORed every host, and clean refused under Slurm)."""
+    from test_lab_acceptance import _lock_dir
+    marker = f"signoff-slurm-kill9-{os.getpid()}"
+    hung = inventory(slurm, tmp_path, lab2={"python": hung_python(tmp_path, marker)})
+    (tmp_path / "ok").mkdir()
+    inv = inventory(slurm, tmp_path / "ok")  # the next run's and clean's: every host's own Python
+    tmp = tmp_path / "tmp"  # the runs' temp dirs (SIGNOFF_TMPDIR): clean sees no other test's
+    tmp.mkdir()
+    locks = " ".join(str(_lock_dir(slurm.lab, h.name)) for h in slurm.lab.hosts)
+    run = (f"{sys.executable} -m pytest acceptance/test_versions.py --partial --launcher slurm "
+           f"--profile {LAB} -p no:cacheprovider")
+    script = (f"export SIGNOFF_TMPDIR={tmp}; {run} --inventory {hung} --report-dir {tmp_path}/killed "
+              f"--probe-timeout 300 >{tmp_path}/killed.out 2>&1 & p=$!; "
+              f"while ! pgrep -f '[{marker[0]}]{marker[1:]}' >/dev/null; do sleep 0.3; done; "
+              f"for l in {locks}; do [ -d $l ] || echo no-lock $l; done; kill -KILL $p; wait $p; "
+              # the locks go within seconds (a bound, so old code reaches the asserts)
+              f"i=0; while [ $i -lt 60 ] && ls -d {locks} >/dev/null 2>&1; do sleep 0.5; i=$((i+1)); done; "
+              f"echo locks-left: $(ls -d {locks} 2>/dev/null); echo dirs: {tmp}/signoff.*; "
+              f"echo probe-left: $(pgrep -f '[{marker[0]}]{marker[1:]}'); "
+              f"{sys.executable} -m signoff clean --launcher slurm --inventory {inv} "
+              f">{tmp_path}/clean.out 2>&1; "
+              f"echo clean-rc: $?; {run} --inventory {inv} --report-dir {tmp_path}/next "
+              f">{tmp_path}/next.out 2>&1; echo next-rc: $?; echo dirs-after: $(ls -A {tmp})")
+    r = slurm.run("salloc", "-N3", "--no-kill", "--quiet", "sh", "-c", script, timeout=300, cwd=ROOT)
+    said = {ln.split(":")[0]: ln.split(":", 1)[1].split() for ln in r.stdout.splitlines() if ":" in ln}
+    why = (r.stdout, r.stderr, *((tmp_path / f).read_text() for f in ("clean.out", "next.out")
+                                 if (tmp_path / f).exists()))
+    assert "no-lock" not in r.stdout and said["locks-left"] == [] and said["probe-left"] == [], why
+    dirs = said["dirs"]
+    assert len(dirs) == 3 and "*" not in dirs[0], why  # the killed run's, one per host
+    clean = (tmp_path / "clean.out").read_text()
+    assert said["clean-rc"] == ["0"] and all(f"removed {d}" in clean for d in dirs), why
+    res = load_results(tmp_path / "next" / "results.json")
+    assert said["next-rc"] == ["0"] and res["verdict"] == "PASS", why
+    assert said["dirs-after"] == [], why
