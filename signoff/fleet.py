@@ -466,7 +466,8 @@ class Fleet:
 
     def note(self, section: str, name: str, what: str) -> None:
         """What the user must hear of besides the checks, per host: `leftovers` (of killed
-        runs, found on the host), `left_behind` (what this run's cleanup could not remove)."""
+        runs, found on the host), `left_behind` (what this run's cleanup could not remove),
+        `foreign_locks` (another user's run lock, not counted)."""
         got = self.notes.setdefault(section, {}).setdefault(name, [])
         got.append(what)
         if self.on_note:
@@ -494,8 +495,10 @@ class Fleet:
                 self.on_facts(name, {"error": str(exc)})
             raise
         finally:
-            for what in s.foreign + s.leftovers:
+            for what in s.leftovers:
                 self.note("leftovers", name, what)
+            for what in s.foreign:  # not a dead run's: `signoff clean` has nothing to do with it
+                self.note("foreign_locks", name, what)
         if self.on_facts:
             self.on_facts(name, facts)
         return facts

@@ -664,6 +664,7 @@ def host_notes(doc: dict) -> list[str]:
     run could not clean up, what killed runs left, GPUs already in use before measuring."""
     lines = [f"left behind on {h}: {w}" for h, ws in doc.get("left_behind", {}).items() for w in ws]
     lines += leftover_lines(doc.get("leftovers", {}))
+    lines += [f"{w} on {h}" for h, ws in doc.get("foreign_locks", {}).items() for w in ws]
     lines += [f"{w} before the run: its checks ERROR" for ws in doc.get("slurm", {}).values() for w in ws]
     for h, facts in doc.get("hosts", {}).items():
         used = [f"GPU {g['index']}: pid {p['pid']} ({p['name'] or '?'}"

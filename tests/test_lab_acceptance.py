@@ -423,8 +423,9 @@ def test_a_lock_another_local_user_planted_is_named_never_quoted_nor_counted(lab
         assert r[("version_parity", "lab1")]["status"] == "PASS", (r[("version_parity", "lab1")], out)
         note = (f"run lock {lock1} made by user nobody, not by this user: not counted (another user's "
                 f"run, or planted)")
-        assert note in res["leftovers"]["lab1"], res["leftovers"]  # beside dead runs' dirs in the shared /tmp
-        assert f"run lock {lock1} made by user nobody" in out, out  # the terminal's leftover line
+        assert note in res["foreign_locks"]["lab1"], res.get("foreign_locks")
+        assert note not in json.dumps(res.get("leftovers")), res  # no dead run's: clean cannot
+        assert f"{note} on lab1" in out, out  # the terminal's line (report.html's "On the hosts" too)
         lab2 = [v for (c, h), v in r.items() if h == "lab2"]
         assert lab2 and all(v["status"] == "ERROR" for v in lab2)
         assert all(v["message"] == f"lab2: cannot take the run lock: {lock2} and this user's own "
