@@ -38,7 +38,12 @@ def judge(host, doc, t, what, check, attach, peers):
         "path": f"{doc['path']}{' (read-only)' if doc['readonly'] else ''}",
         "filesystem": storage.storage_kind(doc["fs"]), "page cache": doc["cache"],
         "files": f"{doc['files']} ({doc['bytes_per_pass']} bytes per pass)",
-        "read": doc.get("read", "alone")}), what)
+        "read": doc.get("read", "alone"),
+        **({"files read": ", ".join(doc["read_files"]) + (f" and {doc['read_files_more']} more"
+                                                          if doc["read_files_more"] else "")}
+           if doc.get("read_files") else {})}), what)
+    if storage.skipped_note(doc):
+        check.note(storage.skipped_note(doc))
     if not doc["cache"]["defeated"]:
         check.record(gbps, t.expected, t.unit, t.source, storage.details(doc))
         raise ProbeError(f"{host}: {what} of {doc['path']} = {gbps} GB/s is not a storage "

@@ -13,8 +13,9 @@ import time
 
 import pytest
 from lab import Lab
-from test_lab_acceptance import ROOT, accept, by_key, leftovers
+from test_lab_acceptance import ROOT, _only, accept, by_key, leftovers
 
+from signoff import calibrate, profiles
 from signoff import inventory as inv_mod
 from signoff.fleet import Fleet, ProbeError
 from signoff.results import load as load_results
@@ -56,6 +57,12 @@ def test_healthy_lab_passes_with_iperf3(lab, tmp_path):
         assert v["measured"] == v["details"]["gbps"] and v["unit"] == "Gb/s"  # veth: no real line rate
         assert v["details"]["fraction"] is None  # of a nominal speed: not shown
     assert r[("multinode_allreduce", "all hosts")]["status"] == "PASS"
+    # calibrate reads the check's records as its criterion's (signoff.catalog.criterion_of)
+    crit, skipped = calibrate.calibrate(res, profiles.load(LAB), 0.9)
+    multi = r[("multinode_allreduce", "all hosts")]["measured"]
+    assert "multinode_allreduce_busbw" not in skipped and "net_pair_bandwidth" in crit, skipped
+    src = crit["multinode_allreduce_busbw"]["source"]
+    assert f"the slowest {multi:g} GB/s on all hosts x margin 0.9" in src, src
 
 
 def test_builtin_probe_measures_when_asked(lab, tmp_path):
@@ -332,6 +339,48 @@ def test_ib_write_bw_fake_measures_the_data_iface_card_and_errors_above_line_rat
     assert "250 Gb/s (ib_write_bw, 2 streams) is 2.5 x the 100 Gb/s line rate" in over["message"]
     assert "allowed 1.05 x" in over["message"]
     assert over["measured"] == 2.5 and over["details"]["gbps"] == 250.0  # measured, kept on an ERROR
+
+
+def fake_ib_ports(root, state: str, n: int = 8):
+    """A FAKE sysfs of n NDR InfiniBand cards, one port each, every one in `state` (e.g.
+    "1: DOWN": cables out), and no network interface. netinfo reads it through SIGNOFF_SYSFS."""
+    (root / "class/net").mkdir(parents=True)
+    for i in range(n):
+        port = root / f"class/infiniband/mlx5_{i}/ports/1"
+        port.mkdir(parents=True)
+        for f, text in (("rate", "400 Gb/sec (4X NDR)"), ("state", state), ("link_layer", "InfiniBand")):
+            (port / f).write_text(text + "\n")
+    return str(root)
+
+
+def test_single_host_without_data_iface_judges_the_class_infiniband_ports(lab, tmp_path):
+    """One host, no data_iface: an InfiniBand class's own ports (`fabric: infiniband, ports: 8`)
+    are read from sysfs, not from an interface, so 0 of 8 up FAILs (it was N.A., never judged)
+    and 8 of 8 up PASSes."""
+    prof = tmp_path / "ib8.yaml"
+    prof.write_text(f"extends: {LAB}\ncriteria:\n"
+                    "  nic_rate: {min: 400, unit: Gb/s, fabric: infiniband, ports: 8, "
+                    "source: 'the fake cards of this test'}\n")
+    got = {}
+    for state in ("1: DOWN", "4: ACTIVE"):
+        where = tmp_path / state[3:].lower()
+        where.mkdir()
+        env = {"SIGNOFF_SYSFS": fake_ib_ports(where / "sys", state)}
+        inv = _only(lab.write_inventory(where / "inv.yaml", python=sys.executable,
+                                        overrides={"lab1": {"env": env}}), ["lab1"])
+        rc, res, out = accept(where, "acceptance/test_network.py", "-k", "nic_link", "--inventory",
+                              str(inv), "--profile", str(prof))
+        got[state] = rc, by_key(res)[("nic_link", "lab1")], out
+    rc, down, out = got["1: DOWN"]
+    assert rc == 1 and down["status"] == "FAIL", out
+    assert down["message"].startswith(
+        "lab1: mlx5_0 port 1 1: DOWN at 400 Gb/sec (4X NDR); mlx5_1 port 1 1: DOWN at 400 Gb/sec "), down
+    assert "0 of 8 expected infiniband ports up at >= 400 Gb/s" in down["message"], down
+    assert len(down["details"]["infiniband"]) == 8
+    assert "no data_iface" not in out
+    rc, up, out = got["4: ACTIVE"]
+    assert rc == 0 and up["status"] == "PASS" and up["measured"] == 400.0, out
+    assert up["expected"] == "8 x infiniband port(s) up at >= 400 Gb/s", up
 
 
 def test_ib_write_bw_named_by_the_profile_is_never_swapped_for_tcp(lab, tmp_path):

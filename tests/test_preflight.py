@@ -37,3 +37,19 @@ def test_error_counters_unreadable_at_the_start_is_warned_in_the_checks_words():
     absent = {**FACTS, "counters": {"infiniband": {}, "pcie_replay": {}, "net": {}}}
     assert warned(absent) == ["error_counters ERROR: counters unreadable: eth0 (absent in the start "
                               "snapshot)"]
+
+
+def test_single_host_without_data_iface_is_na_only_where_nic_link_needs_one():
+    """test_nic_link's own condition: one host without data_iface is N.A. for an Ethernet or
+    derived nic_rate, but an InfiniBand class's ports (fabric: infiniband) are judged from sysfs,
+    so the plan must not promise an N.A. the run does not give."""
+    from signoff import network, profiles
+
+    facts = {**FACTS, "preflight": {**FACTS["preflight"], "ethernet": [], "infiniband": []}}
+
+    def said(profile):
+        ctx = Context(config=None, profile=profiles.load(profile), picked=frozenset({"nic_link"}), hosts=1)
+        return network.preflight(ctx, Host(name="n1"), facts)[1]
+
+    assert said("h100-8x-nvlink") == []
+    assert said("local") == ["nic_link N.A.: single host and no data_iface named in the inventory"]

@@ -308,6 +308,81 @@ def test_files_that_shrink_after_they_were_picked_are_no_figure(tmp_path):
     assert doc["error"] == f"builtin read no data from the 2 files under {data}: nothing was measured"
 
 
+def no_data_on_disk(data: Path) -> None:
+    """Files whose bytes are not on the disk, the largest first: a hole (truncate), a
+    preallocation (fallocate: unwritten extents), data then a hole, data then a preallocation."""
+    with open(data / "sparse.bin", "wb") as f:
+        f.truncate(64 << 20)
+    with open(data / "prealloc.bin", "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, 48 << 20)
+    (data / "holey.bin").write_bytes(os.urandom(4 << 20))
+    os.truncate(data / "holey.bin", 32 << 20)
+    with open(data / "partial.bin", "wb") as f:
+        f.write(os.urandom(4 << 20))
+        os.posix_fallocate(f.fileno(), 4 << 20, 12 << 20)
+
+
+def test_read_only_mode_skips_sparse_and_preallocated_files_and_names_what_it_read(tmp_path):
+    """A hole or an unwritten extent reads as zeros without I/O: the largest files of a dataset
+    are no disk's figure if nothing of them is on the disk (64 GiB sparse read at 47.9 GB/s)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    no_data_on_disk(data)
+    for i in range(2):
+        (data / f"dense{i}.bin").write_bytes(os.urandom(4 << 20))
+    before = snapshot(data)
+    doc = probe(tmp_path / "s", "run", "--path", str(data), "--readonly", "--size", "8M",
+                "--jobs", "2", "--runtime", "1", "--tool", "builtin")
+    assert "error" not in doc, doc
+    assert doc["files"] == 2 and doc["bytes_per_pass"] == 8 << 20, doc
+    assert doc["read_files"] == ["dense0.bin", "dense1.bin"] and doc["read_files_more"] == 0
+    assert doc["skipped"] == {"count": 4, "sparse": 2, "preallocated": 2, "unwritten_check": "FIEMAP",
+                              "files": [{"file": "sparse.bin", "why": "sparse"},
+                                        {"file": "prealloc.bin", "why": "preallocated"},
+                                        {"file": "holey.bin", "why": "sparse"},
+                                        {"file": "partial.bin", "why": "preallocated"}]}, doc
+    assert snapshot(data) == before
+    # nothing but files without data: no figure, and the refusal says what was skipped
+    for i in range(2):
+        (data / f"dense{i}.bin").unlink()
+    seq = probe(tmp_path / "s", "run", "--path", str(data), "--readonly", "--size", "8M",
+                "--jobs", "2", "--runtime", "1", "--tool", "builtin")
+    assert seq["error"] == (
+        f"storage path {data} holds 0 B in 0 files of at least 1.0 MiB (4 more skipped, no data "
+        "on disk to read: 2 sparse, 2 preallocated); the profile asks to read 8.0 MiB (size): "
+        "read-only mode reads only the files already there, so point it at a larger dataset or "
+        "lower size"), seq
+    small = probe(tmp_path / "s", "run", "--path", str(data), "--readonly", "--workload", "small",
+                  "--files", "2", "--runtime", "1", "--tool", "builtin")
+    assert small["error"].startswith(f"storage path {data} holds 0 readable non-empty files (4 more "
+                                     "skipped, no data on disk to read: 2 sparse, 2 preallocated); "), small
+
+
+def test_read_only_unwritten_extents_not_looked_for_where_fiemap_is_unsupported(tmp_path):
+    """tmpfs answers no FIEMAP: a hole is still found (SEEK_HOLE), and the record says that
+    preallocated extents could not be looked for, rather than claim they were."""
+    from signoff.storage.judge import skipped_note
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm (tmpfs)")
+    data = shm / f"signoff-test-{os.getpid()}"
+    data.mkdir()
+    try:
+        with open(data / "sparse.bin", "wb") as f:
+            f.truncate(32 << 20)
+        (data / "dense.bin").write_bytes(os.urandom(2 << 20))
+        doc = probe(tmp_path / "s", "prepare", "--path", str(data), "--readonly", "--size", "2M",
+                    "--runid", "t11")
+    finally:
+        shutil.rmtree(data)
+    assert doc["files"] == 1 and doc["skipped"]["sparse"] == 1, doc
+    assert doc["skipped"]["unwritten_check"] == "FIEMAP unsupported on tmpfs (Operation not supported)"
+    assert skipped_note({"readonly": True, "path": str(data), "skipped": doc["skipped"]}) == (
+        f"1 file of {data} not read: 1 sparse (no data on disk to read); preallocated extents not "
+        "looked for: FIEMAP unsupported on tmpfs (Operation not supported)")
+
+
 @pytest.fixture
 def few_inodes(tmp_path):
     """A real ext4 with 64 inodes and 64 MiB, loop-mounted (bytes to spare, inodes not)."""
@@ -461,6 +536,40 @@ def test_readonly_mode_writes_nothing_on_a_read_only_mount(tmp_path):
 
 
 # ------------------------------------------------------------------ the acceptance checks, locally
+
+def test_read_only_run_never_passes_on_sparse_files_and_names_what_it_read(tmp_path):
+    """`--storage-readonly` on a dataset whose largest files hold no data on disk: the
+    sequential read (128 MiB asked, only sparse or preallocated files that large) is no figure,
+    where it was a PASS at a page-of-zeros speed; the small-file read skips them, and its record
+    names the files read and how many were not, said in the terminal too."""
+    from test_lab_acceptance import accept, by_key
+
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    no_data_on_disk(data)  # 160 MiB in 4 files, none of it on the disk
+    for i in range(512):  # the local profile's 512 small files, after the four by name
+        (data / "sub" / f"img{i:03d}.jpg").write_bytes(os.urandom(8192))
+    rc, res, out = accept(tmp_path, "-k", "storage_read_seq or storage_read_small", "--profile",
+                          "local", "--storage-path", str(data), "--storage-readonly",
+                          "--storage-tool", "builtin")
+    assert rc == 2, out  # ERROR-only: README, Exit codes
+    r = {c: v for (c, h), v in by_key(res).items()}
+    seq, small = r["storage_read_seq"], r["storage_read_small"]
+    assert seq["status"] == "ERROR" and seq.get("measured") is None, seq
+    assert seq["message"] == (
+        f"localhost: storage path {data} holds 0 B in 0 files of at least 1.0 MiB (4 more skipped, "
+        "no data on disk to read: 2 sparse, 2 preallocated); the profile asks to read 128.0 MiB "
+        "(size): read-only mode reads only the files already there, so point it at a larger "
+        "dataset or lower size"), seq
+    assert small["status"] == "PASS", small
+    d = small["details"]
+    assert d["files"] == 512 and d["read_files"] == [f"sub/img{i:03d}.jpg" for i in range(32)]
+    assert d["read_files_more"] == 480 and d["skipped"]["count"] == 4, d
+    assert [s["file"] for s in d["skipped"]["files"]] == ["holey.bin", "partial.bin", "prealloc.bin",
+                                                          "sparse.bin"]
+    note = f"4 files of {data} not read: 2 sparse, 2 preallocated (no data on disk to read)"
+    assert small["note"] == note and f"note: storage_read_small on localhost: {note}" in out, out
+
 
 def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
     """Beyond any disk: each read read again once (attempts: 2, retry policy), the FAIL naming

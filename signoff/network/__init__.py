@@ -80,15 +80,14 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
         said.append(f"host pairs: {tool}" + (f" (not installed here: {tool})" if missing else "")
                     + (" (no ib_write_bw or RDMA port, no iperf3)" if tool == "builtin" else ""))
     warned = []
+    rdma_fabric = judge.ib_fabric(ctx.profile)
     if not iface and ctx.hosts == 1:
-        if ctx.checks("nic_link"):
+        if ctx.checks("nic_link") and not rdma_fabric:  # test_nic_link's own condition
             warned.append(f"nic_link N.A.: {judge.NO_IFACE_SINGLE}")
         return said, warned
     try:
         judge.data_address(host.name, netinfo, iface)
     except ProbeError as exc:  # the very error these checks raise in the run
-        rdma_fabric = (ctx.profile.criteria.get("nic_rate").extra.get("fabric") == "infiniband"
-                       if ctx.profile and "nic_rate" in ctx.profile.criteria else False)
         # nic_link on an InfiniBand fabric reads the ports, not the interface; the others
         # listen, or rendezvous (the multi-node all-reduce, the training step over nodes), on it
         multi = ("net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes") if ctx.hosts > 1 else ()

@@ -108,6 +108,13 @@ def pair_tool(have: dict[str, dict], rdma: dict[str, dict | None], want: str) ->
 NO_IFACE_SINGLE = "single host and no data_iface named in the inventory"
 
 
+def ib_fabric(profile) -> bool:
+    """nic_rate names an InfiniBand fabric (`fabric: infiniband`, a class's or a derived rule's):
+    nic_link judges every RDMA port sysfs lists, with or without a data interface."""
+    t = profile.criteria.get("nic_rate") if profile else None
+    return bool(t) and t.extra.get("fabric") == "infiniband"
+
+
 def pair_id(a: str, b: str) -> str:
     return f"{a}->{b}"
 

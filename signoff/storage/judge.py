@@ -210,8 +210,26 @@ def aggregate_cause(shares: dict[str, float], doc: dict) -> str:
 def details(doc: dict) -> dict:
     keep = ("tool", "tool_version", "params", "bytes", "seconds", "files", "files_read",
             "files_per_s", "bytes_per_pass", "cache", "fallback", "path", "readonly", "fs",
-            "late_s", "leftovers", "t_start", "t_end", "read", "attempts", "spread_pct")
+            "late_s", "leftovers", "t_start", "t_end", "read", "attempts", "spread_pct",
+            "read_files", "read_files_more", "skipped")
     return {k: doc.get(k) for k in keep}
+
+
+def skipped_note(doc: dict) -> str | None:
+    """Read-only mode: the dataset's files left unread because their bytes are not on the disk
+    (a hole or a preallocated extent reads as zeros without I/O), and a filesystem where
+    preallocated extents could not be looked for; None where neither."""
+    sk = doc.get("skipped") if doc.get("readonly") else None
+    if not sk:
+        return None
+    parts = []
+    if sk["count"]:
+        why = ", ".join(f"{sk[w]} {w}" for w in ("sparse", "preallocated") if sk.get(w))
+        parts.append(f"{sk['count']} file{'s' if sk['count'] > 1 else ''} of {doc['path']} not read: "
+                     f"{why} (no data on disk to read)")
+    if sk["unwritten_check"] != "FIEMAP":
+        parts.append(f"preallocated extents not looked for: {sk['unwritten_check']}")
+    return "; ".join(parts) or None
 
 
 

@@ -25,6 +25,7 @@ import argparse
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import json
 import mmap
 import os
@@ -33,6 +34,7 @@ import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -56,6 +58,17 @@ RAM_FS = ("tmpfs", "ramfs")  # the page cache is where their files live
 # (even on its command line), expands '$', and strips blanks at the ends: fio gets a link.
 FIO_UNSAFE = re.compile(r"[:;#$\\\x00-\x1f\x7f]|\s$")
 WALK_LIMIT = 200000
+# Read-only mode reads only files whose bytes are on the disk: a hole or a preallocated
+# (unwritten) extent reads as zeros without any I/O, so a sparse file's figure is no disk's.
+FS_IOC_FIEMAP = 0xC020660B  # _IOWR('f', 11, struct fiemap)
+FIEMAP_HEAD = struct.Struct("=QQIIII")  # fm_start, fm_length, fm_flags, mapped, count, reserved
+FIEMAP_EXTENT = struct.Struct("=QQQQQIIII")  # logical, physical, length, 2 reserved, flags, 3 reserved
+FIEMAP_EXTENT_LAST, FIEMAP_EXTENT_UNWRITTEN = 0x1, 0x800
+FIEMAP_BATCH = 64
+# Filesystems whose allocated blocks may be fewer than the bytes stored (compression): there a
+# short st_blocks is no hole; each answers SEEK_HOLE itself, which still finds one.
+COMPRESSING_FS = ("zfs", "btrfs", "bcachefs")
+NAMED = 32  # the files read named in the record, at most (the rest counted)
 OWNED = []  # what this process created: removed again on a refusal, an error or a signal
 
 
@@ -387,8 +400,80 @@ def layout(a):
     return [("small/f%06d" % i, fsize) for i in range(a.files)]
 
 
-def select_existing(path, a):
-    """Read-only mode: existing files under path, deterministic, this host's shard first."""
+def unwritten_extents(fd):
+    """Whether the open file holds an unwritten (preallocated: fallocate) extent; raises
+    OSError where the filesystem does not answer FIEMAP."""
+    start = 0
+    while True:
+        buf = bytearray(FIEMAP_HEAD.pack(start, (1 << 64) - 1 - start, 0, 0, FIEMAP_BATCH, 0)
+                        + bytes(FIEMAP_EXTENT.size * FIEMAP_BATCH))
+        fcntl.ioctl(fd, FS_IOC_FIEMAP, buf)
+        mapped = FIEMAP_HEAD.unpack_from(buf)[3]
+        if not mapped:
+            return False
+        for i in range(mapped):
+            e = FIEMAP_EXTENT.unpack_from(buf, FIEMAP_HEAD.size + i * FIEMAP_EXTENT.size)
+            if e[5] & FIEMAP_EXTENT_UNWRITTEN:
+                return True
+        if e[5] & FIEMAP_EXTENT_LAST:
+            return False
+        start = e[0] + e[2]
+
+
+class OnDisk:
+    """Read-only mode's test of a picked file: are its bytes on the disk? Counts what it skips
+    and says whether unwritten extents could be looked for on this filesystem."""
+
+    def __init__(self, fstype):
+        self.fstype = fstype
+        self.skipped = {"sparse": 0, "preallocated": 0}
+        self.examples = []
+        self.fiemap = None  # why FIEMAP could not be asked, once it failed
+
+    def why_not(self, path, size, blocks):
+        """None for a file to read, else why not ("sparse" or "preallocated")."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return "unreadable"
+        try:
+            if self.fiemap is None:
+                try:
+                    if unwritten_extents(fd):
+                        return "preallocated"
+                except OSError as exc:
+                    self.fiemap = "FIEMAP unsupported on %s (%s)" % (self.fstype, exc.strerror)
+            try:
+                hole = os.lseek(fd, 0, os.SEEK_HOLE) < size
+            except OSError:  # no SEEK_HOLE here: the allocated blocks below still tell
+                hole = False
+        finally:
+            os.close(fd)
+        short = blocks * 512 < size and not self.fstype.startswith(COMPRESSING_FS)
+        return "sparse" if hole or short else None
+
+    def skip(self, rel, why):
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+        if len(self.examples) < 8:
+            self.examples.append({"file": rel, "why": why})
+
+    def said(self):
+        """' (2 more skipped, no data on disk to read: 1 sparse, 1 preallocated)', or ''."""
+        n = sum(self.skipped.values())
+        if not n:
+            return ""
+        parts = ", ".join("%d %s" % (self.skipped[w], w) for w in ("sparse", "preallocated")
+                          if self.skipped[w])
+        return " (%d more skipped, no data on disk to read: %s)" % (n, parts)
+
+    def doc(self):
+        return {"count": sum(self.skipped.values()), **self.skipped, "files": self.examples,
+                "unwritten_check": self.fiemap or "FIEMAP"}
+
+
+def select_existing(path, a, fstype=""):
+    """Read-only mode: existing files under path, deterministic, this host's shard first, none
+    without its data on the disk; returns (files, what was skipped)."""
     found, seen, stack = [], 0, [path]
     while stack and seen < WALK_LIMIT:
         d = stack.pop()
@@ -404,7 +489,8 @@ def select_existing(path, a):
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)
                 elif e.is_file(follow_symlinks=False) and os.access(e.path, os.R_OK):
-                    found.append((e.path, e.stat(follow_symlinks=False).st_size))
+                    st = e.stat(follow_symlinks=False)
+                    found.append((e.path, st.st_size, st.st_blocks))
             except OSError:
                 continue
     found.sort(key=lambda f: f[0])
@@ -423,26 +509,32 @@ def select_existing(path, a):
         want = None
     k = len(cands) * a.shard // max(a.shards, 1)
     cands = cands[k:] + cands[:k]  # hosts of an aggregate read start on different files
-    out, total = [], 0
-    for f in cands:
+    out, total, disk = [], 0, OnDisk(fstype)
+    for p, size, blocks in cands:
         if (want is not None and total >= want) or (want is None and len(out) >= a.files):
             break
-        out.append(f)
-        total += f[1]
+        why = disk.why_not(p, size, blocks)  # only the files picked: a walk stays a walk
+        if why == "unreadable":
+            continue
+        if why:
+            disk.skip(os.path.relpath(p, path), why)
+            continue
+        out.append((p, size))
+        total += size
     # A figure from a fraction of the data the profile asks for is not its measurement.
     walked = " (the first %d entries looked at)" % WALK_LIMIT if seen >= WALK_LIMIT else ""
     if want is not None and total < want:
-        raise Refused("storage path %s holds %s in %s of at least %s%s; the profile asks to "
+        raise Refused("storage path %s holds %s in %s of at least %s%s%s; the profile asks to "
                       "read %s (size): read-only mode reads only the files already there, so "
                       "point it at a larger dataset or lower size" % (
-                          path, human(total), plural(len(out), "file"), human(bs), walked,
-                          human(want)))
+                          path, human(total), plural(len(out), "file"), human(bs), disk.said(),
+                          walked, human(want)))
     if want is None and len(out) < a.files:
-        raise Refused("storage path %s holds %d readable non-empty files%s; the profile asks to "
+        raise Refused("storage path %s holds %d readable non-empty files%s%s; the profile asks to "
                       "read %d (files): read-only mode reads only the files already there, so "
                       "point it at a larger dataset or lower files" % (
-                          path, len(out), walked, a.files))
-    return out
+                          path, len(out), disk.said(), walked, a.files))
+    return out, disk.doc()
 
 
 def cmd_prepare(a):
@@ -450,9 +542,11 @@ def cmd_prepare(a):
     fs = fs_info(path)
     t0 = time.time()
     doc = {"path": path, "workload": a.workload, "readonly": a.readonly, "fs": fs}
+    skipped = None
     if a.readonly:
         check_access(path, True, fs)
-        files = select_existing(path, a)
+        files, skipped = select_existing(path, a, fs.get("fstype") or "")
+        doc["skipped"] = skipped
     else:
         d = own_dir(path, a.runid, a.host)
         if not os.path.isdir(d):
@@ -489,7 +583,7 @@ def cmd_prepare(a):
     doc.update(files=len(files), bytes=sum(s for _, s in files))
     with open(manifest_path(a), "w") as f:
         json.dump({"path": path, "workload": a.workload, "readonly": a.readonly, "fs": fs,
-                   "files": files}, f)
+                   "files": files, "skipped": skipped}, f)
     return doc
 
 
@@ -982,6 +1076,10 @@ def cmd_read(a):
                cache=cache, fallback=fallback, files=len(files),
                bytes_per_pass=sum(s for _, s in files))
     res["params"]["file_size"] = files[0][1] if a.workload == "small" and not man["readonly"] else None
+    if man["readonly"]:  # a dataset's files: which were read, which were not and why
+        res["read_files"] = [os.path.relpath(p, man["path"]) for p in paths[:NAMED]]
+        res["read_files_more"] = max(len(paths) - NAMED, 0)
+        res["skipped"] = man.get("skipped")
     if a.workload == "small" and res.get("files_read"):
         res["files_per_s"] = round(res["files_read"] / max(res["seconds"], 1e-9), 1)
     res["gbps"] = round(res["bw_bytes"] / 1e9, 4)
