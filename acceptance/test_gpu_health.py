@@ -2,7 +2,7 @@
 
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
-from signoff.profiles import matches
+from signoff.profiles import GENERIC_NAMES, matches
 
 AZURE = "Azure azurehpc-health-checks (github.com/Azure/azurehpc-health-checks, conf/<sku>.conf)"
 RULE = "signoff acceptance rule"
@@ -15,6 +15,13 @@ def test_gpu_model(host, gpus, profile, check):
         not_applicable(f"profile {profile.name} names no GPU model (found {names})")
     why = [w for w in matches(profile, host.hardware) if w.startswith("GPU model")]
     bad = [f"GPU {g['index']} is {g['name']}" for g in gpus if g["name"] != gpus[0]["name"]]
+    ids = profile.hardware.get("pci_ids")
+    if gpus[0]["name"] in GENERIC_NAMES and ids and not why:  # no product name: told by PCI id
+        bad += [f"GPU {g['index']} is PCI device {g.get('pci_device_id') or 'unread'}" for g in gpus
+                if g.get("pci_device_id") not in ids]
+        check.note(f"NVML names the GPUs {gpus[0]['name']!r} (a driver without their product name): "
+                   f"the class told by PCI device id {gpus[0]['pci_device_id']}, {model}'s "
+                   f"({', '.join(ids)})")
     check.require(why + bad, ", ".join(names), f"every GPU {model}", f"profile {profile.name}",
                   cause="the profile does not match this hardware class")
 
@@ -112,6 +119,11 @@ def test_row_remap(host, gpus, profile, check):
 def test_pcie_link(host, gpus, profile, check):
     # NVML's max gen/width are what "this device and system" allow: a Gen5 GPU in a Gen4
     # slot reads max Gen4. The GPU's own max gen and the profile's class are the target.
+    if profile.hardware.get("host_link") == "c2c" or all(g.get("c2c") for g in gpus):
+        said = f"profile {profile.name}'s class" if profile.hardware.get("host_link") == "c2c" \
+            else "NVML's C2C mode, on every GPU"
+        not_applicable(f"the GPUs reach the Grace CPU over NVLink-C2C, not PCIe ({said}): no PCIe "
+                       f"link to the host to judge; host_link_bandwidth judges the C2C copies")
     bad, idle, slot = [], False, False
     for g in gpus:
         p = g["pcie"]

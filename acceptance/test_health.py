@@ -288,8 +288,13 @@ def test_gpu_nic_affinity(host, gpus, profile, check):
         bad += [f"GPU {i}'s closest NIC is {lv} ({', '.join(nics)})" for i, (lv, nics) in near.items()
                 if not t.ok(judge.LEVELS.index(lv) + 1)]
     worst = max((lv for lv, _ in near.values()), key=judge.LEVELS.index)
+    # Grace trays (GB200, GB300): the GPU hangs off NVLink-C2C, not a PCIe switch a NIC could
+    # share, so NODE (a NIC on the GPU's own Grace socket) is the nearest there is, and the GPU's
+    # memory shows as CPU-less NUMA nodes of its own that no NIC sits on
+    c2c = " (GPUs on NVLink-C2C: no PCIe switch shared with a NIC, NODE, a NIC on the GPU's own " \
+          "Grace socket, is the nearest)" if profile.hardware.get("host_link") == "c2c" else ""
     check.require(bad, f"closest NIC at worst {worst}",
                   "GPUDirect RDMA" + (f" and every GPU's closest NIC {t.expected}" if t else
-                                      " (rail alignment not required by the profile: map reported)"),
+                                      " (rail alignment not required by the profile: map reported)") + c2c,
                   t.source if t else RULE, cause="nvidia_peermem not loaded / no dma-buf; a NIC "
                   "on another PCIe switch or socket", details={"map": near, **topo})

@@ -137,7 +137,9 @@ def test_host_link_bandwidth(host, gpus, profile, check, training, fleet):
                "timing": doc["timing"], "attempts": doc.get("attempts"), "spread_pct": doc.get("spread_pct")}
     check.record(worst, unit="GB/s", details=details)
     t = profile.threshold("host_link_bandwidth")
-    cause = "; ".join(judge.placement(doc)) or "a GPU on a narrower or slower PCIe link (see pcie_link)"
+    link = "a degraded NVLink-C2C link to its Grace CPU" if profile.hardware.get("host_link") == "c2c" \
+        else "a GPU on a narrower or slower PCIe link (see pcie_link)"
+    cause = "; ".join(judge.placement(doc)) or link
     if t.extra.get("derived") == "pcie_link":  # no class: each GPU against its own PCIe link
         links = {g["index"]: pcie_rate(g) for g in gpus}
         if any(r is None for r, _ in links.values()):

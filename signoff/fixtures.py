@@ -90,8 +90,10 @@ class HostView:
     @property
     def hardware(self) -> dict:
         g = self.gpus
+        # the PCI device id tells the class where NVML gives a generic name (profiles.GENERIC_NAMES)
         return {"gpu_model": g[0]["name"] if g else None, "gpu_count": len(g),
-                "nvlink": any(x["nvlink"]["links"] for x in g)}
+                "nvlink": any(x["nvlink"]["links"] for x in g),
+                "pci_device_id": g[0].get("pci_device_id") if g else None}
 
     @property
     def hidden_gpus(self) -> str | None:

@@ -18,8 +18,15 @@ PROFILE_DIR = paths.thresholds_dir()  # the clone's, or the installed sheet's (s
 CORE_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria", "baseline",
              "fleet_min"}
 HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
-                 "nvlinks", "pcie_gen", "pcie_width"}  # per GPU: NVLinks, PCIe link of the class
+                 "nvlinks", "pcie_gen", "pcie_width",  # per GPU: NVLinks, PCIe link of the class
+                 "pci_ids", "host_link", "nvlink_domain"}
 INTERCONNECTS = {"nvlink", "pcie", "any"}
+# How the class's GPUs reach the host CPU: PCIe, or NVLink-C2C (Grace: GB200, GB300), where no
+# PCIe link to the host exists to judge (pcie_link N.A., host_link_bandwidth at C2C figures).
+HOST_LINKS = {"pcie", "c2c"}
+# The name some drivers give a GPU they have no product name for (GB200 on early R570 drivers):
+# the class is then told by `hardware.pci_ids`, the PCI device ids of its GPUs (matches()).
+GENERIC_NAMES = ("NVIDIA Graphics Device",)
 LIMIT_KEYS = ("min", "max", "equals")
 # A threshold proper: its limit, unit and source (and provisional rule) describe one figure, so a
 # child sets them together or not at all; every other key of a criterion (size, runtime,
@@ -131,7 +138,9 @@ class Profile:
         if not self.gpu_required:
             return "any hardware (GPUs optional)"
         return f"{hw.get('gpu_count') or 'any number of'} x {hw.get('gpu_model')}, " \
-               f"interconnect {hw.get('interconnect', 'any')}"
+               f"interconnect {hw.get('interconnect', 'any')}" \
+               + (", host link NVLink-C2C" if hw.get("host_link") == "c2c" else "") \
+               + (f", NVLink domain {hw['nvlink_domain']} GPUs" if hw.get("nvlink_domain") else "")
 
 
 def _where(path, key):
@@ -206,6 +215,25 @@ def _check_hardware(hw, path):
             raise InputError(f"{w}: expected one of {sorted(INTERCONNECTS)}, got {val!r}")
         if key in ("mig", "nvls") and val is not None and not isinstance(val, bool):
             raise InputError(f"{w}: expected true, false or null, got {val!r}")
+        if key == "host_link" and val is not None and val not in HOST_LINKS:
+            raise InputError(f"{w}: expected one of {sorted(HOST_LINKS)}, got {val!r}")
+        if key == "pci_ids" and val is not None and not (
+                isinstance(val, list) and val and all(isinstance(x, str) and re.fullmatch(r"[0-9a-f]{4}", x)
+                                                      for x in val)):
+            raise InputError(f"{w}: expected a list of PCI device ids, 4 lower-case hex digits "
+                             f"each (e.g. [\"2941\"]), got {val!r}")
+
+
+def _check_domain(hw: dict, path) -> None:
+    """`nvlink_domain`: the GPUs of one NVLink domain (an NVL72 rack: 72), or the smaller
+    partition a site declares; whole hosts of gpu_count GPUs (checked on the merged hardware:
+    a site's profile may set either)."""
+    dom, count = hw.get("nvlink_domain"), hw.get("gpu_count")
+    if dom is not None and (isinstance(dom, bool) or not isinstance(dom, int) or dom < 1
+                            or (count and dom % count)):
+        raise InputError(f"{_where(path, 'hardware.nvlink_domain')}: expected the GPUs of one NVLink "
+                         f"domain (or the site's partition of it), a positive multiple of gpu_count "
+                         f"({count}), got {dom!r}")
 
 
 def _baseline(inherited: dict, sec, path) -> dict:
@@ -424,6 +452,7 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
     hw = data.get("hardware") or {}
     _check_hardware(hw, path)
     hardware.update(hw)
+    _check_domain(hardware, path)
     criteria = {}
     if parent:
         # Inherited thresholds keep their values but are judged under the child's name.
@@ -524,7 +553,13 @@ def matches(profile: Profile, hw: dict) -> list[str]:
     want = profile.hardware
     why = []
     if want.get("gpu_model") and not re.fullmatch(want["gpu_model"], hw.get("gpu_model") or ""):
-        why.append(f"GPU model {hw.get('gpu_model') or 'none'} is not {want['gpu_model']}")
+        ids, dev = want.get("pci_ids"), hw.get("pci_device_id")
+        if hw.get("gpu_model") in GENERIC_NAMES and ids:  # no product name: the PCI id decides
+            if dev not in ids:
+                why.append(f"GPU model {hw['gpu_model']} (PCI device {dev or 'unread'}) is not "
+                           f"{want['gpu_model']} (PCI device {' or '.join(ids)})")
+        else:
+            why.append(f"GPU model {hw.get('gpu_model') or 'none'} is not {want['gpu_model']}")
     if want.get("gpu_count") and hw.get("gpu_count") != want["gpu_count"]:
         why.append(f"{hw.get('gpu_count', 0)} GPUs where {want['gpu_count']} are expected")
     if want.get("interconnect") == "nvlink" and not hw.get("nvlink"):
@@ -549,9 +584,17 @@ def in_class(hw: dict, candidates: list[Profile]) -> list[Profile]:
     return [p for p in candidates if p.gpu_required and not matches(p, hw)]
 
 
+def model_text(hw: dict) -> str:
+    """The GPU model as NVML names it, with its PCI device id where the name is a generic one."""
+    model = hw.get("gpu_model")
+    if model in GENERIC_NAMES:
+        return f"{model} (PCI device {hw.get('pci_device_id') or 'unread'})"
+    return str(model)
+
+
 def hardware_text(hw: dict) -> str:
     link = "NVLink" if hw.get("nvlink") else "no NVLink"
-    return f"{hw.get('gpu_count')} x {hw.get('gpu_model')} ({link})" if hw.get("gpu_count") else "no GPU"
+    return f"{hw.get('gpu_count')} x {model_text(hw)} ({link})" if hw.get("gpu_count") else "no GPU"
 
 
 def pick_variant(base: Profile, hosts: dict[str, dict]) -> tuple[Profile, str]:
@@ -576,7 +619,7 @@ def pick_variant(base: Profile, hosts: dict[str, dict]) -> tuple[Profile, str]:
                          + " (pass the profile of their class, or --profile auto)")
     pick = max(votes, key=lambda k: len(votes[k]))  # the first of a tie, in host order
     prof = next(k for k in kids if k.name == pick)
-    models = sorted({hosts[n].get("gpu_model") or "no GPU" for n in votes[pick]})
+    models = sorted({model_text(hosts[n]) if hosts[n].get("gpu_model") else "no GPU" for n in votes[pick]})
     line = f"{base.name}: picked {pick} from the hosts' NVML ({', '.join(models)})"
     others = [n for n in hosts if n not in votes[pick]]
     if others:
@@ -595,8 +638,7 @@ def auto_select(hw: dict, base_dir: Path = PROFILE_DIR) -> Profile:
         if not p.abstract and p.gpu_required and not matches(p, hw):
             found.append(p)
     if len(found) != 1:
-        link = "NVLink" if hw.get("nvlink") else "no NVLink"
-        what = f"{hw.get('gpu_count')} x {hw.get('gpu_model')} ({link})"
+        what = hardware_text(hw)
         if not found:
             raise InputError(f"--profile auto: no profile in {base_dir} matches {what}; "
                              f"pass --profile NAME or add a profile for this class")

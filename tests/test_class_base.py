@@ -128,3 +128,64 @@ def test_recorded_h100_host_under_the_a100_class_base_is_refused_naming_it(tmp_p
     md = (tmp_path / "h100-8x-nvlink" / "report" / "report.md").read_text()
     assert "Profile **a100-8x-nvlink** (a class base: none of its variants a100-40gb-8x-nvlink, " \
            "a100-80gb-8x-nvlink picked from the hosts' NVML)" in md, md[:800]
+
+
+GB200 = {"gpu_model": "NVIDIA GB200", "gpu_count": 4, "nvlink": True, "pci_device_id": "2941"}
+GENERIC = {**GB200, "gpu_model": "NVIDIA Graphics Device"}
+
+
+def test_the_blackwell_class_bases_pick_their_variants():
+    """Issue 43: blackwell-8x-nvlink (B200, B300 HGX) and blackwell-nvl72 (GB200, GB300 trays)
+    are class bases; a GB200 whose driver names it "NVIDIA Graphics Device" is told by its PCI
+    device id, under the base as under --profile auto, and said so."""
+    kids = lambda n: [p.name for p in profiles.variants(profiles.load(n))]  # noqa: E731
+    assert kids("blackwell-8x-nvlink") == ["b200-8x-nvlink", "b300-8x-nvlink"]
+    assert kids("blackwell-nvl72") == ["gb200-nvl72", "gb300-nvl72"]
+    base = profiles.load("blackwell-nvl72")
+    prof, line = profiles.pick_variant(base, {"t1": GENERIC, "t2": GB200})
+    assert prof.name == "gb200-nvl72"
+    assert line == "blackwell-nvl72: picked gb200-nvl72 from the hosts' NVML (NVIDIA GB200, " \
+                   "NVIDIA Graphics Device (PCI device 2941))"
+    assert profiles.auto_select(GENERIC).name == "gb200-nvl72"
+    b300 = {"gpu_model": "NVIDIA B300 SXM6 AC", "gpu_count": 8, "nvlink": True, "pci_device_id": "3182"}
+    pick = profiles.pick_variant(profiles.load("blackwell-8x-nvlink"), {"n": b300})[0]
+    assert pick.name == "b300-8x-nvlink"
+
+
+def test_a_generic_name_is_judged_by_pci_id_alone():
+    """The generic name matches no class by itself: a PCI id of none (here B200's 2901 on a
+    4-GPU host) or an unread one is refused, naming the id; a product name is judged by name."""
+    gb200 = profiles.load("gb200-nvl72")
+    assert profiles.matches(gb200, GENERIC) == []
+    assert profiles.matches(gb200, {**GENERIC, "pci_device_id": "2901"}) == [
+        "GPU model NVIDIA Graphics Device (PCI device 2901) is not NVIDIA GB200 (PCI device 2941)"]
+    assert "(PCI device unread)" in profiles.matches(gb200, {**GENERIC, "pci_device_id": None})[0]
+    assert profiles.matches(gb200, {**GB200, "gpu_model": "NVIDIA GB300"}) == [
+        "GPU model NVIDIA GB300 is not NVIDIA GB200"]
+    assert profiles.matches(profiles.load("h100-8x-nvlink"), {**GENERIC, "gpu_count": 8})  # no pci_ids
+    with pytest.raises(InputError, match=r"no profile in .* matches 4 x NVIDIA Graphics Device "
+                                         r"\(PCI device 2901\) \(NVLink\)"):
+        profiles.auto_select({**GENERIC, "pci_device_id": "2901"})
+
+
+@pytest.mark.parametrize("hw, err", [
+    ("{pci_ids: ['0x2941']}", "hardware.pci_ids: expected a list of PCI device ids"),
+    ("{pci_ids: '2941'}", "hardware.pci_ids: expected a list of PCI device ids"),
+    ("{host_link: nvlink}", "hardware.host_link: expected one of ['c2c', 'pcie']"),
+    ("{gpu_count: 4, nvlink_domain: 70}", "hardware.nvlink_domain: expected the GPUs of one NVLink domain"),
+    ("{nvlink_domain: 0}", "hardware.nvlink_domain: expected the GPUs of one NVLink domain"),
+])
+def test_the_blackwell_hardware_keys_are_checked_at_load(tmp_path, hw, err):
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"hardware: {hw}\n")
+    with pytest.raises(InputError, match=re.escape(f"profile {path}: {err}")):
+        profiles.load("bad", base_dir=tmp_path)
+
+
+def test_a_site_declares_a_smaller_nvlink_partition(tmp_path):
+    """A site running partitions of 8 trays declares them in a profile extending the class's."""
+    (tmp_path / "site.yaml").write_text(f"extends: {profiles.PROFILE_DIR / 'gb200-nvl72.yaml'}\n"
+                                        "hardware: {nvlink_domain: 32}\n")
+    site = profiles.load("site", base_dir=tmp_path)
+    assert site.hardware["nvlink_domain"] == 32 and site.hardware["host_link"] == "c2c"
+    assert site.describe_class().endswith("host link NVLink-C2C, NVLink domain 32 GPUs")

@@ -85,16 +85,21 @@ def sysinfo(name: str, one: dict) -> dict:
             enforced, low, high = c["power"]
             g["power"] = {"enforced_w": enforced, "limit_w": enforced, "default_w": enforced,
                           "min_w": low, "max_w": high}
-            th = c["thermal"]
-            g["thermal"] = {**dict(zip(("shutdown", "slowdown", "gpu_max", "mem_max"), th["nvml"])),
-                            "temp": th.get("temp", th["smi"].get("GPU Current Temp")),
-                            "tlimit_margin": th.get("tlimit_margin"), "smi": dict(th["smi"])}
+            th = c.get("thermal")  # none published (Blackwell): the H200 recording's stand in
+            if th:
+                g["thermal"] = {**dict(zip(("shutdown", "slowdown", "gpu_max", "mem_max"), th["nvml"])),
+                                "temp": th.get("temp", th["smi"].get("GPU Current Temp")),
+                                "tlimit_margin": th.get("tlimit_margin"), "smi": dict(th["smi"])}
+        if "pci_id" in c:  # NVML's PCI device id and C2C mode (sysinfo's since issue 43)
+            g.update(pci_device_id=c["pci_id"], c2c=c.get("c2c", False))
         g["nvlink"] = {"links": c["nvlinks"], "up": c["nvlinks"], "unreadable": {}}
         if "memory" in c:  # NVML's bus width and max memory clock (local judges HBM by them)
             g["memory"] = dict(zip(("bus_width_bits", "max_clock_mhz"), c["memory"]))
         gpus.append(g)
     facts["nvidia"]["gpus"] = gpus
     facts["nvidia"]["pci_devices"] = len(gpus)
+    if "arch" in c:  # a Grace tray: aarch64, its CPU as sysinfo reads an Arm /proc/cpuinfo
+        facts.update(arch=c["arch"], cpu_model=c["cpu_model"])
     facts["counters"]["pcie_replay"] = {str(i): 0 for i in range(len(gpus))}
     facts["gpu_nic"]["gpus"] = {str(i): {} for i in range(len(gpus))}
     return facts
@@ -137,7 +142,29 @@ def measurements(name: str, facts: dict, one: dict, two: dict) -> dict:
         doc["allreduce"] = allreduce(prof, facts, r2)
     doc["soak"] = soak(prof, facts, one, r1)
     doc["storage"] = storage(prof, facts, r1)
+    doc["netinfo"] = netinfo(prof)
     return doc
+
+
+IB_NAMES = {200: "4X HDR", 400: "4X NDR"}
+
+
+def ib_class(prof) -> bool:
+    t = prof.criteria.get("nic_rate")
+    return bool(t) and t.extra.get("fabric") == "infiniband"
+
+
+def netinfo(prof) -> dict:
+    """The ports netinfo reads: a class naming its InfiniBand ports (fabric: infiniband, ports:
+    N) has N cards of one port each, ACTIVE at the class's rate (a negotiated rate, not a
+    measured figure: no MARGIN); the others none (the H200 machine's). No interface: the
+    recorded host names no data_iface, so none is read."""
+    t = prof.criteria.get("nic_rate")
+    ports = [{"device": f"mlx5_{i}", "port": 1, "rate": f"{t.value:g} Gb/sec ({IB_NAMES[t.value]})",
+              "rate_gbps": float(t.value), "state": "4: ACTIVE", "link_layer": "InfiniBand"}
+             for i in range(t.extra["ports"])] if ib_class(prof) else []
+    return {"probe": "netinfo", "ethernet": [], "infiniband": ports,
+            "tools": {"iperf3": False, "ib_write_bw": False}}
 
 
 def p2p(prof, gpus: list[dict], r2: dict, links: int | None = None) -> dict:
@@ -291,7 +318,7 @@ def kernel_log(facts: dict) -> str:
     load, no XID. The H200 machine had no XID; its own dmesg held only a fresh boot."""
     boot = int(time.time()) - UPTIME
     return (f"btime {boot}\n[    0.000000] Linux version {facts['kernel']} (recorded)\n"
-            f"[    4.210000] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  "
+            f"[    4.210000] NVRM: loading NVIDIA UNIX Open Kernel Module for {facts.get('arch', 'x86_64')}  "
             f"{facts['nvidia']['driver']}\n")
 
 
@@ -337,6 +364,19 @@ def fault(name: str, rec: dict) -> tuple[dict, dict]:
             g["temp_thresholds"] = dict.fromkeys(g["temp_thresholds"])
     if name == "l40s-8x-pcie":
         gpus[5]["thermal"]["tlimit_margin"] -= 3
+    if name == "b200-8x-nvlink":  # an HGX board at its 1000 W default, GPU 2 capped to DGX's 700 W
+        for g in gpus:
+            g["power"].update(enforced_w=1000.0, limit_w=1000.0, default_w=1000.0, max_w=1000.0)
+        gpus[2]["power"].update(enforced_w=700.0, limit_w=700.0)
+        hurt["capped"] = "2"
+    if name == "gb200-nvl72":  # GPU 1's copies at a PCIe Gen5 x16 figure, not NVLink-C2C's
+        g1 = rec["hostlink"]["gpus"][1]
+        g1.update(h2d_pinned=55.5, d2h_pinned=55.3)
+        hurt["c2c_gpu"] = "1"
+    if rec["netinfo"]["infiniband"]:  # every InfiniBand cable out: 0 of the class's ports up
+        for p in rec["netinfo"]["infiniband"]:
+            p["state"] = "1: DOWN"
+        hurt["ib_down"] = len(rec["netinfo"]["infiniband"])
     return rec, hurt
 
 
@@ -359,7 +399,9 @@ def local_faults(rec: dict) -> dict:
     return rec
 
 
-FAULT_TESTS = {"h100-8x-nvlink": "hbm or p2p or thermal", "l40s-8x-pcie": "hbm or p2p or thermal_thresholds"}
+FAULT_TESTS = {"h100-8x-nvlink": "hbm or p2p or thermal or nic_link",
+               "l40s-8x-pcie": "hbm or p2p or thermal_thresholds",
+               "b200-8x-nvlink": "hbm or p2p or power_limit", "gb200-nvl72": "hbm or p2p or host_link"}
 NO_MEM_MAX = """extends: h100-8x-nvlink
 criteria:
   thermal_slowdown:
@@ -424,6 +466,13 @@ class Runs:
                        files=("acceptance/test_gpu_health.py", "acceptance/test_health.py",
                               "acceptance/test_training.py", "acceptance/test_interconnect.py",
                               "acceptance/test_soak.py"))
+        if kind == "generic-name":  # NVML without the product name: the class told by PCI device id
+            rec = self.healthy(name)
+            for g in rec["sysinfo"]["nvidia"]["gpus"]:
+                g["name"] = "NVIDIA Graphics Device"
+            return run(host(where, f"{name}-node", rec), "--partial", "-k",
+                       "gpu_model or gpu_count or nvlink_up or hbm_bandwidth or pcie_link",
+                       files=("acceptance/test_gpu_health.py", "acceptance/test_health.py"))
         if kind in ("peer-off", "nv6"):  # the P2P checks alone, on a host changed as below
             rec = self.healthy(name)
             if kind == "peer-off":  # every pair's figure healthy, GPU2 -> GPU5 staged through the host
@@ -442,7 +491,9 @@ class Runs:
             return (*run(inv, "--partial", "-k", "thermal_thresholds", profile=str(where / "no-mem-max.yaml"),
                          files=("acceptance/test_health.py",)), hurt)
         return (*run(inv, "--partial", "-k", FAULT_TESTS.get(name, "hbm or p2p"),
-                     files=("acceptance/test_health.py", "acceptance/test_interconnect.py")), hurt)
+                     files=("acceptance/test_health.py", "acceptance/test_interconnect.py",
+                            "acceptance/test_network.py", "acceptance/test_gpu_health.py",
+                            "acceptance/test_training.py")), hurt)
 
     def __call__(self, kind: str, name: str):
         return self.futures[(kind, name)].result()
@@ -459,7 +510,10 @@ NEEDS = {"test_recorded_healthy_host_passes_the_whole_sheet": [("sheet", None)],
          "test_recorded_h100_under_local_judges_each_gpu_by_its_own_readings": [
              ("local", "h100-8x-nvlink"), ("local-faults", "h100-8x-nvlink")],
          "test_recorded_single_gpu_under_local_has_no_sibling_to_compare": [("local", "h200-1x")],
-         "test_recorded_h200_4x_board_with_nv6_links_is_judged_by_its_own_links": [("nv6", "h200-4x-nvlink")]}
+         "test_recorded_h200_4x_board_with_nv6_links_is_judged_by_its_own_links": [("nv6", "h200-4x-nvlink")],
+         "test_recorded_gb200_named_graphics_device_is_picked_by_pci_id": [("generic-name", "gb200-nvl72")],
+         "test_recorded_blackwell_faults_fail_naming_gpu_and_cause": [("faults", "b200-8x-nvlink"),
+                                                                      ("faults", "gb200-nvl72")]}
 
 
 @pytest.fixture(scope="module")
@@ -480,7 +534,8 @@ def runs(request, tmp_path_factory):
 # ------------------------------------------------------------------ what each class must give
 
 # Checks N.A. on every recorded host: one host (no pair, no other host, no inter-node fabric),
-# and the H200 machine has no RDMA NIC and names no data interface.
+# and the H200 machine has no RDMA NIC and names no data interface; nic_link is judged where the
+# class names its InfiniBand ports (netinfo()): they need no data interface.
 ONE_HOST = {"nic_link", "net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes",
             "version_parity", "host_unique", "gpu_nic_affinity"}
 ONE_GPU = {"hbm_uniformity", "allreduce_busbw", "allreduce_correct", "p2p_bandwidth", "p2p_uniformity",
@@ -492,12 +547,16 @@ PER_HOST = {"allreduce_busbw", "p2p_bandwidth", "train_scaling_host"}
 def expected_na(name: str) -> set[str]:
     c, prof = CLASSES[name], profiles.load(name)
     na = set(ONE_HOST) | (ONE_GPU if c["count"] == 1 else set())
+    if ib_class(prof):  # its own InfiniBand ports: judged on one host too (netinfo())
+        na.discard("nic_link")
     if prof.hardware.get("interconnect") != "nvlink":
         na.add("nvlink_up")
         if c["count"] > 1:  # no NVLink: no NVLink topology to require, no NCCL P2P over it
             na |= {"gpu_topology", "nccl_transport"}
     if c.get("thermal", {}).get("no_memory_sensor"):
         na.add("soak_mem_temp")
+    if prof.hardware.get("host_link") == "c2c":  # Grace trays: NVLink-C2C, no PCIe link to the host
+        na.add("pcie_link")
     return na
 
 
@@ -533,14 +592,16 @@ def test_recorded_healthy_host_passes_the_whole_sheet(runs, name):
 
 
 # The fault runs on one class of each shape: 1 GPU, 2 NVLink GPUs, 8 NVLink GPUs, 8 PCIe GPUs
-# (a P2P figure derived from PCIe Gen4 pair copies), the L40S (the whole sheet runs on every class)
-FAULT_CLASSES = ["h200-1x", "h200-2x-nvlink", "h100-8x-nvlink", "a100-80gb-8x-pcie", "l40s-8x-pcie"]
+# (a P2P figure derived from PCIe Gen4 pair copies), the L40S (the whole sheet runs on every class);
+# every Blackwell class (issue 43: at least one fault each), the 4-GPU Grace trays among them
+FAULT_CLASSES = ["h200-1x", "h200-2x-nvlink", "h100-8x-nvlink", "a100-80gb-8x-pcie", "l40s-8x-pcie",
+                 "b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72", "gb300-nvl72"]
 
 
 def test_the_fault_classes_are_shipped_and_of_every_shape():
     assert set(FAULT_CLASSES) <= set(shipped())
     counts = {CLASSES[n]["count"] for n in FAULT_CLASSES}
-    assert counts == {1, 2, 8}
+    assert counts == {1, 2, 4, 8}
     assert any(profiles.load(n).hardware.get("interconnect") == "pcie" for n in FAULT_CLASSES)
 
 
@@ -554,6 +615,11 @@ def test_recorded_host_with_one_fault_per_measurement_fails_naming_it(runs, name
     rc, doc, out, hurt = runs("faults", name)
     assert doc["meta"]["profile"] == name, out
     res, prof, g = by_criterion(doc), profiles.load(name), hurt["hbm_gpu"]
+    if "ib_down" in hurt:  # one host, no data_iface: the class's own ports judged all the same
+        r = res["nic_link"]
+        assert r["status"] == "FAIL", r
+        assert f"0 of {hurt['ib_down']} expected infiniband ports up at >= " \
+               f"{prof.criteria['nic_rate'].value:g} Gb/s" in r["message"], r["message"]
     r = res["hbm_bandwidth"]
     assert r["status"] == "FAIL", r
     for text in (f"{name}-node: GPU {g} (the slowest)", f"= {hurt['hbm']} TB/s",
@@ -731,3 +797,41 @@ def test_recorded_single_gpu_under_local_has_no_sibling_to_compare(runs):
                        ("soak_gemm_tflops", "no other GPU of that model in the run")):
         assert res[crit]["status"] == "N.A." and text in res[crit]["message"], res[crit]
     assert res["power_limit"]["status"] == res["host_link_bandwidth"]["status"] == "PASS", out
+
+
+def test_recorded_gb200_named_graphics_device_is_picked_by_pci_id(runs):
+    """A GB200 tray whose driver names its GPUs "NVIDIA Graphics Device" (early R570, as public
+    runs show): --profile auto tells the class by PCI device id 2941 and picks gb200-nvl72;
+    gpu_model PASSes saying so; the C2C host has no PCIe link to judge (pcie_link N.A.)."""
+    rc, doc, out = runs("generic-name", "gb200-nvl72")
+    meta, res = doc["meta"], by_criterion(doc)
+    assert meta["profile"] == "gb200-nvl72", out
+    assert meta["profile_pick"] == "auto: picked gb200-nvl72 from the hosts' NVML (4 x NVIDIA Graphics " \
+                                   "Device (PCI device 2941) (NVLink))", meta
+    r = res["gpu_model"]
+    assert r["status"] == "PASS", r
+    assert "the class told by PCI device id 2941, NVIDIA GB200's (2941)" in r["note"], r
+    assert {c: res[c]["status"] for c in ("gpu_count", "nvlink_up", "hbm_bandwidth")} == \
+        dict.fromkeys(("gpu_count", "nvlink_up", "hbm_bandwidth"), "PASS"), out
+    r = res["pcie_link"]
+    assert r["status"] == "N.A." and "NVLink-C2C, not PCIe" in r["message"], r
+
+
+def test_recorded_blackwell_faults_fail_naming_gpu_and_cause(runs):
+    """Beside the HBM and P2P faults of every class (above): an HGX B200 board at its 1000 W
+    default with GPU 2 capped to 700 W FAILs power_limit naming GPU 2, though 700 W is the class's
+    floor (DGX B200's set point): a cap below the GPU's own default is judged; a GB200 tray's
+    GPU 1 copying at a PCIe Gen5 x16 figure (55 GB/s) FAILs the NVLink-C2C floor naming GPU 1 and
+    the C2C link."""
+    _, doc, out, hurt = runs("faults", "b200-8x-nvlink")
+    r = by_criterion(doc)["power_limit"]
+    assert r["status"] == "FAIL", r
+    assert f"b200-8x-nvlink-node: GPU {hurt['capped']} capped at 700 W, below its default 1000 W" \
+        in r["message"], r["message"]
+    assert r["message"].count("capped at") == 1, r["message"]
+    _, doc, out, hurt = runs("faults", "gb200-nvl72")
+    r = by_criterion(doc)["host_link_bandwidth"]
+    assert r["status"] == "FAIL", r
+    for text in (f"GPU {hurt['c2c_gpu']} D2H pinned", "= 55.3 GB/s", "expected >= 174 GB/s",
+                 "a degraded NVLink-C2C link to its Grace CPU"):
+        assert text in r["message"], r["message"]

@@ -50,6 +50,11 @@ def test_list_profiles_concrete_only(capsys):
                 if re.search(r"(?m)^abstract: true", (ROOT / f"thresholds/{n}.yaml").read_text())]
     assert rc == 0 and abstract and names == [n for n in shipped if n not in abstract]
     assert re.search(r"(?m)^h200-1x +1x NVIDIA H200 \(single-GPU machine\)  \[1 x NVIDIA H200", out)
+    # the Blackwell classes (issue 43), the Grace trays with their C2C host link and NVLink domain
+    assert {"b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72", "gb300-nvl72"} <= set(names)
+    assert re.search(r"(?m)^gb200-nvl72 .*\[4 x NVIDIA GB200, interconnect nvlink, host link NVLink-C2C, "
+                     r"NVLink domain 72 GPUs\]$", out), out
+    assert re.search(r"(?m)^b300-8x-nvlink .*\[8 x NVIDIA B300 SXM6 AC, interconnect nvlink\]$", out), out
 
 
 def test_list_checks_is_the_sheet_with_thresholds(capsys):
@@ -347,6 +352,8 @@ def test_readme_hardware_table_is_the_shipped_profiles():
         if not p.abstract:
             hw = p.hardware
             model = f"`{hw['gpu_model']}`".replace("|", "\\|") if hw.get("gpu_model") else "any, or none"
+            if hw.get("pci_ids"):  # the ids that tell the class where NVML names it generically
+                model += f" (PCI {', '.join(hw['pci_ids'])})"
             want[name] = [p.description, model, str(hw.get("gpu_count") or "any"), hw.get("interconnect")]
     assert got == want
 

@@ -162,6 +162,91 @@ def test_sysinfo_keeps_unreadable_links_and_reads_power_limits():
                                             "min_w": 100.0, "max_w": 400.0}
 
 
+def probe_module(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sysinfo_reads_nvlink5_through_the_36_slot_table():
+    """NVLink5 (B200, B300, GB200, GB300): 18 links per GPU, while nvidia-ml-py >= 13's link table
+    has 36 slots (NVML_NVLINK_MAX_LINKS) and NVML answers InvalidArgument past the GPU's 18
+    (NVIDIA/TensorRT-LLM PR 17060): those slots are absent links, never unreadable ones, so the
+    class's 18 are all up. A fake NVML: no such GPU here."""
+    probe = probe_module("signoff/gpu/probe_sysinfo.py", "sysinfo")
+
+    class NotSupported(Exception):
+        pass
+
+    class InvalidArgument(Exception):
+        pass
+
+    def state(h, link):
+        if link >= 18:
+            raise InvalidArgument()
+        return 1
+
+    nv = SimpleNamespace(NVML_NVLINK_MAX_LINKS=36, NVMLError_NotSupported=NotSupported,
+                         NVMLError_InvalidArgument=InvalidArgument, nvmlDeviceGetNvLinkState=state)
+    assert probe.nvlinks(nv, None) == {"links": 18, "up": 18, "unreadable": {}}
+    nv.nvmlDeviceGetNvLinkState = lambda h, link: 0 if link == 7 else state(h, link)  # one link down
+    assert probe.nvlinks(nv, None) == {"links": 18, "up": 17, "unreadable": {}}
+
+
+def test_sysinfo_reads_pci_device_id_c2c_and_an_arm_cpu(tmp_path):
+    """What tells a Blackwell class apart (a fake NVML): the PCI device id from NVML's
+    pciDeviceId (device << 16 | NVIDIA's 0x10de), so a GB200 named "NVIDIA Graphics Device" is
+    still known by 2941; NVML's C2C mode (a Grace tray's GPUs reach the CPU over NVLink-C2C),
+    None where NVML has no such call or cannot say; and an aarch64 /proc/cpuinfo, which has no
+    "model name", gives its core (Grace: Neoverse-V2)."""
+    probe = probe_module("signoff/gpu/probe_sysinfo.py", "sysinfo")
+    assert probe.pci_device_id(SimpleNamespace(pciDeviceId=0x294110DE)) == "2941"
+    assert probe.pci_device_id(SimpleNamespace(pciDeviceId=0x31C210DE)) == "31c2"
+    assert probe.pci_device_id(None) is None
+    nv = SimpleNamespace(nvmlDeviceGetC2cModeInfoV=lambda h: SimpleNamespace(isC2cEnabled=1))
+    assert probe.c2c_mode(nv, None) is True
+    nv.nvmlDeviceGetC2cModeInfoV = lambda h: SimpleNamespace(isC2cEnabled=0)
+    assert probe.c2c_mode(nv, None) is False
+
+    def unsupported(h):
+        raise RuntimeError("Not Supported")
+    nv.nvmlDeviceGetC2cModeInfoV = unsupported
+    assert probe.c2c_mode(nv, None) is None and probe.c2c_mode(SimpleNamespace(), None) is None
+    arm = tmp_path / "cpuinfo"
+    arm.write_text("processor\t: 0\nBogoMIPS\t: 2000.00\nFeatures\t: fp asimd sve2\n"
+                   "CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\n"
+                   "CPU part\t: 0xd4f\nCPU revision\t: 0\n\nprocessor\t: 1\nCPU implementer\t: 0x41\n")
+    assert probe.cpu_model(str(arm)) == "Neoverse-V2"
+    arm.write_text("CPU implementer\t: 0x4e\nCPU part\t: 0x004\n")
+    assert probe.cpu_model(str(arm)) == "Arm CPU implementer 0x4e part 0x004"
+    x86 = tmp_path / "x86"
+    x86.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\n")
+    assert probe.cpu_model(str(x86)) == "Intel(R) Xeon(R) Processor"
+    assert probe.cpu_model(str(tmp_path / "none")) is None
+
+
+def test_hostlink_placement_ignores_a_cpu_less_numa_node(tmp_path, monkeypatch):
+    """A Grace tray shows each GPU's memory as a NUMA node of its own, without CPUs: a GPU whose
+    node has no local CPUs is not blamed for where the process ran (None: nothing to say)."""
+    probe = probe_module("signoff/training/probe_hostlink.py", "hostlink")
+    dev = tmp_path / "0009:01:00.0"
+    dev.mkdir()
+    (dev / "numa_node").write_text("2\n")
+    (dev / "local_cpulist").write_text("\n")
+    real_open = open
+
+    def fake_open(path, *a, **kw):
+        return real_open(str(path).replace("/sys/bus/pci/devices", str(tmp_path)), *a, **kw)
+    monkeypatch.setattr("builtins.open", fake_open)
+    monkeypatch.setattr(probe.os, "listdir", lambda p: ["node0", "node1", "node2", "possible"])
+    monkeypatch.setattr(probe.os.path, "isdir", lambda p: True)
+    got = probe.placement("0009:01:00.0", {0, 1})
+    assert got["numa_node"] == 2 and got["local_cpus"] == "" and got["process_on_gpu_node"] is None
+    (dev / "local_cpulist").write_text("72-143\n")  # a CPU node: judged as before
+    assert probe.placement("0009:01:00.0", {0, 1})["process_on_gpu_node"] is False
+
+
 def test_gpu_host_of_another_class_is_not_measured_at_its_sizes(tmp_path):
     """The recorded (healthy) 2x H200 under the 8-GPU profile: the class checks FAIL and the
     heavy measurements (soak, all-reduce, P2P) are NOT RUN, naming the class guard."""

@@ -27,7 +27,8 @@ def sheet_criteria() -> set[str]:
 def test_concrete_profiles_are_the_shipped_classes():
     assert {"a100-80gb-8x-nvlink", "a100-40gb-8x-nvlink", "a100-80gb-8x-pcie", "a100-40gb-8x-pcie",
             "h100-8x-nvlink", "l40s-8x-pcie", "h200-8x-nvlink", "h200-4x-nvlink", "h200-2x-nvlink",
-            "h200-1x", "local"} <= set(CONCRETE)
+            "h200-1x", "local", "b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72",
+            "gb300-nvl72"} <= set(CONCRETE)
 
 
 @pytest.mark.parametrize("name", CONCRETE)
@@ -52,6 +53,36 @@ def test_the_class_criteria_are_set_where_figures_exist():
     assert a80.threshold("allreduce_busbw").extra["size"] == "16G"
     assert a40.threshold("host_link_bandwidth").value == a80.threshold("host_link_bandwidth").value == 21
     assert "mem_max" not in profiles.load("l40s-8x-pcie").threshold("thermal_slowdown").extra
+
+
+BLACKWELL = ("b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72", "gb300-nvl72")
+
+
+@pytest.mark.parametrize("name", BLACKWELL)
+def test_blackwell_classes_cite_or_derive_every_figure(name):
+    """Issue 43: every criterion of the Blackwell classes has a figure with its source or a
+    derived rule under provisional:, none uncalibrated; no class temperature figure where none is
+    published (each GPU's own NVML thresholds against its siblings'); the Grace trays judge the
+    NVLink-C2C host link (~200 GB/s), not PCIe; NVLink5's 18 links."""
+    p = profiles.load(name)
+    assert not p.uncalibrated, p.uncalibrated
+    assert set(p.criteria) >= sheet_criteria(), sorted(sheet_criteria() - set(p.criteria))
+    for t in p.criteria.values():
+        assert t.source and "shared/" not in t.source + t.provisional, t
+    assert p.threshold("thermal_slowdown").extra["derived"] == "same_model"
+    assert p.hardware["nvlinks"] == 18 and p.hardware["pci_ids"]
+    c2c = name.startswith("gb")
+    assert (p.hardware["host_link"], p.hardware.get("nvlink_domain"), p.hardware["gpu_count"]) == \
+        (("c2c", 72, 4) if c2c else ("pcie", None, 8))
+    assert ("pcie_gen" in p.hardware) is not c2c
+    link = p.threshold("host_link_bandwidth")
+    assert (link.value == 174) if c2c else (link.value == 48 and link.provisional)
+
+
+def test_b200_power_limit_says_which_set_point_it_judges():
+    t = profiles.load("b200-8x-nvlink").threshold("power_limit")
+    assert t.value == 700 and "700 W" in t.source and "1000 W" in t.source
+    assert "capped to 700 W FAILs" in t.source
 
 
 def test_no_gpu_criterion_is_left_uncalibrated():

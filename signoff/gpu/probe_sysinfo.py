@@ -36,12 +36,30 @@ def os_release():
         return None
 
 
-def cpu_model():
+# Arm's /proc/cpuinfo has no "model name": the core by its implementer and part (MIDR fields;
+# Arm's Technical Reference Manuals: Neoverse V2 0xd4f, the Grace CPU of GB200 / GB300 trays)
+ARM_PARTS = {("0x41", "0xd4f"): "Neoverse-V2", ("0x41", "0xd40"): "Neoverse-V1",
+             ("0x41", "0xd0c"): "Neoverse-N1", ("0x41", "0xd49"): "Neoverse-N2"}
+
+
+def cpu_model(path="/proc/cpuinfo"):
+    """The CPU's model: x86's "model name", else (aarch64) its Arm implementer and part."""
     try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+        with open(path) as f:
+            lines = f.read().splitlines()
     except OSError:
         return None
+    kv = {}
+    for line in lines:
+        key, sep, val = line.partition(":")
+        if sep:
+            kv.setdefault(key.strip(), val.strip())
+    if kv.get("model name"):
+        return kv["model name"]
+    arm = (kv.get("CPU implementer"), kv.get("CPU part"))
+    if None in arm:
+        return None
+    return ARM_PARTS.get(arm, "Arm CPU implementer %s part %s" % arm)
 
 
 def machine():
@@ -347,6 +365,25 @@ def nvlinks(nv, h):
             "unreadable": unreadable}
 
 
+def pci_device_id(info):
+    """The GPU's PCI device id, 4 hex digits ("2941" for GB200): NVML's pciDeviceId holds the
+    device id in its upper 16 bits and NVIDIA's vendor id (0x10de) in the lower. It tells the
+    class where NVML's name is a generic one ("NVIDIA Graphics Device")."""
+    dev = getattr(info, "pciDeviceId", None)
+    return "%04x" % (dev >> 16) if isinstance(dev, int) and dev else None
+
+
+def c2c_mode(nv, h):
+    """Whether the GPU reaches the CPU over NVLink-C2C (Grace: GB200, GB300) rather than PCIe:
+    NVML's C2C mode (R550+); None where NVML cannot say (older NVML, or NotSupported)."""
+    fn = getattr(nv, "nvmlDeviceGetC2cModeInfoV", None)
+    if fn is None:
+        return None
+    info = _nv(fn, h)
+    enabled = getattr(info, "isC2cEnabled", None)
+    return bool(enabled) if enabled is not None else None
+
+
 def power_limits(nv, h):
     """Power limits in W: enforced (what holds the GPU now), the management limit an admin
     sets (nvidia-smi -pl), the board's default and the settable range."""
@@ -443,6 +480,8 @@ def gpu_info(torch_ok):
                  "vbios": _nv(nv.nvmlDeviceGetVbiosVersion, h)}
             if isinstance(g["pci_bus_id"], bytes):
                 g["pci_bus_id"] = g["pci_bus_id"].decode()
+            g["pci_device_id"] = pci_device_id(_nv(nv.nvmlDeviceGetPciInfo, h))
+            g["c2c"] = c2c_mode(nv, h)
             cc = _nv(nv.nvmlDeviceGetCudaComputeCapability, h)
             g["compute_capability"] = "%d.%d" % cc if cc else None
             ecc = _nv(nv.nvmlDeviceGetEccMode, h)
@@ -706,6 +745,7 @@ def main():
         "kernel": platform.release(),
         "cpu_count": os.cpu_count(),
         "cpu_model": cpu_model(),
+        "arch": platform.machine(),  # x86_64, aarch64 (Grace: GB200 / GB300 trays)
         "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "torch": tinfo,
         "nvidia": gpu_info(bool(tinfo.get("cuda_available"))),

@@ -45,8 +45,10 @@ def placement(bus_id, mine):
         return {"numa_node": None, "error": "sysfs: %s" % exc}
     nodes = [d for d in os.listdir("/sys/devices/system/node") if d.startswith("node")] \
         if os.path.isdir("/sys/devices/system/node") else []
+    # A Grace tray (GB200, GB300) shows each GPU's memory as a NUMA node of its own, without
+    # CPUs: a node without local CPUs says nothing of where the process should run.
     return {"numa_node": node, "numa_nodes": len(nodes), "local_cpus": fmt(local),
-            "process_on_gpu_node": mine <= local if node >= 0 and len(nodes) > 1 else None}
+            "process_on_gpu_node": mine <= local if node >= 0 and len(nodes) > 1 and local else None}
 
 
 def fmt(cpus):
