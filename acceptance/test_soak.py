@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from html import escape
 
-from signoff import cotenants
+from signoff import cotenants, rerun
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.soak import judge as soak
@@ -116,15 +116,22 @@ def test_soak_gemm_tflops(host, gpus, profile, soak_run, check, fleet):
         model, rates = gpus[0]["name"], soak_run.peers(lambda s: soak.gemm(s, plan["warmup"]))
         pool = [v for n, r in rates.items() for g, v in r.items() if v is not None
                 and [x.get("name") for x in fleet.facts(n)["nvidia"]["gpus"]][g:g + 1] == [model]]
+        # a rerun soaks only the hosts that did not pass: the earlier run's GPUs are the pool's rest
+        then = rerun.pool(check.again, "soak_gemm_tflops", model, rates)
+        pool += then
+        earlier = "" if check.again is None else f"run {check.again['run']} ({check.again['dir']})"
+        of = f"{len(pool)} (the fleet of {earlier}: {len(then)} of its GPUs, {len(pool) - len(then)} " \
+             f"measured again in this rerun)" if earlier else f"run's {len(pool)}"
         if len(pool) < 2:
             not_applicable(f"{host}: no class figure for {model}, and no other GPU of that model in the "
-                           f"run to compare with (soak_throttle, soak_clock_stability judge the load)")
+                           f"{f'rerun or {earlier}' if earlier else 'run'} to compare with "
+                           f"(soak_throttle, soak_clock_stability judge the load)")
         v = _judge(soak.judge_gemm_model, host, hs, hs.series, plan["warmup"], t.value, pool)
         _alone(check, host, hs, v, t, plan)
         # the figure recorded is the slowest GPU's TFLOP/s, as a class's (signoff calibrate reads it)
         check.require(v.failures, min(r for r in v.details["tflops"].values() if r is not None), _expected(
             t, f"bf16 GEMM rate per GPU (mean after the {plan['warmup']:g} s warm-up) / the median of the "
-               f"run's {len(pool)} {model} GPUs, {v.details['model_median']:g} TFLOP/s"), t.source,
+               f"{of} {model} GPUs, {v.details['model_median']:g} TFLOP/s"), t.source,
             cause="clocks held down (see soak_throttle and the SM clock plot) or a degraded GPU",
             details=_details(hs, v, plan), fleet=(replace(t, unit="TFLOP/s"), None))
         return

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
 from pathlib import Path
 
-from signoff import InputError
+from signoff import InputError, catalog
 from signoff.results import ALL, expanded
 from signoff.units import parse_fraction
 
@@ -95,20 +94,10 @@ def _hosts(doc: dict) -> set[str]:
     return set(doc.get("hosts") or {}) or {r["host"] for r in doc["results"]} - {ALL}
 
 
-@cache
-def _judged_by() -> dict[str, str]:
-    """A check named other than its criterion (row_remap, multinode_allreduce) -> the one
-    threshold it is judged by, so that the profile's tolerance for that criterion applies."""
-    from signoff import catalog, families
-    known = families.criteria()
-    return {e.criterion: e.thresholds[0] for e in catalog.checks()
-            if e.criterion not in known and len(e.thresholds) == 1}
-
-
 def _tolerance(tol: dict, check: str) -> float:
     own = tol["criteria"]
-    if check not in own and own:
-        check = _judged_by().get(check, check)
+    if check not in own and own:  # a check named other than its criterion (multinode_allreduce)
+        check = catalog.criterion_of(check)
     return own.get(check, tol["default"])
 
 
@@ -164,7 +153,7 @@ def spreads(docs: list[dict]) -> dict[str, dict]:
                 seen.setdefault((r["criterion"], r["host"]), []).append((r["measured"], sign, r.get("unit")))
     out: dict[str, dict] = {}
     for (check, _host), got in seen.items():
-        crit = _judged_by().get(check, check)  # thermal_thresholds: thermal_slowdown's figure
+        crit = catalog.criterion_of(check)  # thermal_thresholds: thermal_slowdown's figure
         sign, unit = got[0][1], next((u for _, _, u in got if u), "")
         # an older run's figure without its unit is the same figure; another unit is another one
         vals = [v for v, _, u in got if not u or u == unit]

@@ -8,6 +8,7 @@ import ast
 import difflib
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from signoff import InputError, families, paths, sheet
@@ -64,6 +65,19 @@ def checks(acceptance: Path | None = None, params=PARAMS) -> list[Entry]:
         for n in tests:
             out.append(Entry(n.name[5:], stem, own[n.name] or fam, scopes.get(n.name[5:]), *used[n.name]))
     return out
+
+
+@cache
+def _criteria_of() -> dict[str, str]:
+    return {e.criterion: e.thresholds[0] for e in checks()
+            if e.criterion not in families.criteria() and len(e.thresholds) == 1}
+
+
+def criterion_of(check: str) -> str:
+    """The criterion a check's records (results.json's `criterion`: the check's name) are judged
+    by: its own name, or for a check named otherwise (multinode_allreduce, row_remap, nic_link)
+    the one threshold it reads. The one mapping baseline (tolerances, spreads) and calibrate use."""
+    return _criteria_of().get(check, check)
 
 
 def groups(entries: list[Entry]) -> dict[str, list[str]]:

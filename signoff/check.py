@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from signoff import outlier, retry
+from signoff import outlier, rerun, retry
 from signoff.profiles import Threshold, matches
 from signoff.units import readable
 
@@ -28,9 +28,14 @@ def class_guard(profile, views, what: str = "measured") -> None:
 
 
 class Check:
-    def __init__(self, item, host: str | None):
+    def __init__(self, item, host: str | None, again: dict | None = None):
         self.item, self.host = item, host
+        self.again = again  # --rerun's (signoff/rerun.py): the earlier run's fleet figures
         self.notes: list[str] = []
+
+    @property
+    def criterion(self) -> str:
+        return getattr(self.item, "originalname", self.item.name).removeprefix("test_")
 
     def note(self, text: str) -> None:
         """What the verdict stands on besides the figure (e.g. a kernel log shorter than its
@@ -72,7 +77,11 @@ class Check:
         if why:
             failures = [f"{what or t.criterion} = {readable(measured)} {t.unit}, {why}"]
         if fleet is not None and t is not None:
+            # a rerun measured only the hosts that did not pass: the earlier run's fleet judges them
+            fleet, where = rerun.fleet(self.again, self.criterion, fleet) if self.again else (fleet, None)
             res = details["fleet"] = outlier.compare(self.host, fleet, t.fleet_min, t.profile)
+            if where:
+                res["rerun"] = where
             res["text"] = outlier.describe(res, t.unit, "pairs" if "->" in str(self.host) else "hosts")
             if res["status"] == "outlier" and not failures:
                 failures = [f"{what or t.criterion} = {readable(measured)} {t.unit}: a fleet outlier, "

@@ -288,6 +288,7 @@ def attach(request):
 @pytest.fixture
 def check(request) -> Check:
     spec = getattr(request.node, "callspec", None)
-    return Check(request.node, spec.id if spec else ALL)
+    state = request.config.stash.get(STATE, None)
+    return Check(request.node, spec.id if spec else ALL, state.rerun if state else None)
 
 

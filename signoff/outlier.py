@@ -37,14 +37,25 @@ def compare(name: str, figures: dict[str, float], fleet_min: float | None, profi
 
 
 def describe(res: dict, unit: str, what: str = "hosts") -> str:
-    """'below 0.9 x the median 191 Gb/s (172) of 8 hosts of its class in this run (lab[1-8])'."""
+    """'below 0.9 x the median 191 Gb/s (172) of 8 hosts of its class in this run (lab[1-8])';
+    in a rerun (res["rerun"]: signoff/rerun.py fleet()) '... against the fleet of run R (DIR): ...'."""
     if res["status"] == "N.A." and res.get("why"):
         return f"fleet comparison N.A.: {res['why']}"
     if res["status"] == "N.A.":
-        return f"fleet comparison N.A.: {res['n']} {what} of its class in this run (needs {MIN_HOSTS})"
+        return f"fleet comparison N.A.: {res['n']} {what} of its class {_where(res)} (needs {MIN_HOSTS})"
     return (f"{'below' if res['status'] == 'outlier' else 'within'} {res['fleet_min']:g} x the median "
-            f"{res['median']:g} {unit} ({res['floor']:g}) of {res['n']} {what} of its class in this run "
+            f"{res['median']:g} {unit} ({res['floor']:g}) of {res['n']} {what} of its class {_where(res)} "
             f"({res['compared']})")
+
+
+def _where(res: dict) -> str:
+    """Whose fleet the median is of: this run's, or in a rerun the earlier run's with the figures
+    measured again over its own (a rerun alone measures only the hosts that did not pass)."""
+    r = res.get("rerun")
+    if not r:
+        return "in this run"
+    return (f"against the fleet of run {r['run']} ({r['dir']}): {r['earlier']} of its figures, "
+            f"{r['again']} measured again in this rerun")
 
 
 def _names(vals: dict) -> str:

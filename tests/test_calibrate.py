@@ -241,3 +241,21 @@ def test_the_aggregate_read_is_calibrated_per_node_and_the_golden_fleet_passes_i
     agg = next(r for r in doc["results"] if r["criterion"] == "storage_read_aggregate")
     assert 2048.0 >= limit.value
     assert not storage_judge.starved(agg["details"]["per_host_in_window"], t.extra["node_min"])
+
+
+def test_the_multinode_allreduce_check_calibrates_its_criterion(tmp_path):
+    """The check is multinode_allreduce, its criterion multinode_allreduce_busbw: calibrate reads
+    its records by the same mapping as baseline (signoff.catalog.criterion_of), never "not in this
+    run". Injected: the recorded 1-host run's N.A. record as a PASS of 2 nodes at 180 GB/s (the
+    busbw a 2-node H200 run with 8 NDR NICs reads: docs/thresholds.md's node bound), named so."""
+    def two_nodes(doc):
+        for r in doc["results"]:
+            if r["criterion"] == "multinode_allreduce":
+                r.update(status="PASS", measured=180.0, unit="GB/s", message="")
+    doc = calibrate.results.load(recorded_run(tmp_path, two_nodes))
+    crit, skipped = calibrate.calibrate(doc, profiles.load("h200-1x"), 0.9)
+    assert "multinode_allreduce_busbw" not in skipped, skipped
+    spec = crit["multinode_allreduce_busbw"]
+    assert spec["min"] == pytest.approx(162.0) and spec["unit"] == "GB/s"
+    assert "the slowest 180 GB/s on all hosts x margin 0.9" in spec["source"]
+    assert spec["size"] == profiles.load("h200-1x").threshold("multinode_allreduce_busbw").extra["size"]

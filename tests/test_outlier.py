@@ -4,12 +4,13 @@ outlier. The same on 8 real lab hosts: tests/test_fleet_lab.py."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from types import SimpleNamespace
 
 import pytest
 
-from signoff import InputError, outlier, profiles
+from signoff import InputError, outlier, profiles, rerun
 from signoff.check import Check
 from signoff.network.judge import pair_cause
 
@@ -115,3 +116,46 @@ def test_the_host_in_every_slow_pair_is_the_cause_not_its_neighbours(tmp_path):
     assert pair_cause(("h2", "h3"), ring, figures, t).startswith("host h3: every pair of it is slow")
     figures["h3->h4"] = 300  # one slow pair between two hosts that are fine elsewhere: the link
     assert pair_cause(("h2", "h3"), ring, figures, t) == "a slow link, NIC, cable or switch port on this path"
+
+
+def _run(d, doc: dict):
+    d.mkdir(parents=True)
+    (d / "results.json").write_text(json.dumps(doc))
+    return str(d)
+
+
+def test_a_fake_rerun_of_a_rerun_keeps_the_first_runs_fleet_and_the_soaks_gpu_pool(tmp_path):
+    """signoff/rerun.py on fake results.json: the fleet (details.fleet.figure) and the soak's
+    per-GPU model_median pool of an earlier run reach a rerun, and a rerun of that rerun, whose
+    own records are the failed hosts' alone; the soak's pool leaves out the hosts soaked again."""
+    gpus = {"nvidia": {"gpus": [{"name": "X"}, {"name": "X"}]}}
+
+    def rec(host, status, fig, tflops=None):
+        d = {"fleet": {"status": "within", "figure": fig}}
+        if tflops:
+            d = {"tflops": tflops, "model_median": 50.0}
+        return {"test": f"acceptance/test_x.py::test_x[{host}]", "criterion": "soak_gemm_tflops" if tflops
+                else "train_throughput", "host": host, "status": status, "measured": fig, "details": d}
+    first = {"verdict": "FAIL", "meta": {"run": "R1"}, "hosts": {h: gpus for h in ("a", "b", "c")},
+             "results": [rec("a", "PASS", 10.0), rec("b", "PASS", 11.0), rec("c", "FAIL", 4.0),
+                         rec("a", "PASS", 0, {"0": 50.0, "1": 51.0}),
+                         rec("c", "FAIL", 0, {"0": 20.0, "1": 49.0})]}
+    again = rerun.load(_run(tmp_path / "r1", first))
+    assert again["fleets"] == {"train_throughput": {"a": 10.0, "b": 11.0, "c": 4.0}}
+    assert rerun.pool(again, "soak_gemm_tflops", "X", {"c"}) == [50.0, 51.0]
+    figures, where = rerun.fleet(again, "train_throughput", {"c": 5.0})
+    assert figures == {"a": 10.0, "b": 11.0, "c": 5.0} and where == {"run": "R1", "dir": "r1", "earlier": 2,
+                                                                     "again": 1}
+    res = outlier.compare("c", figures, 0.9)
+    res["rerun"] = where
+    assert outlier.describe(res, "TFLOP/s") == (
+        "below 0.9 x the median 10 TFLOP/s (9) of 3 hosts of its class against the fleet of run R1 (r1): "
+        "2 of its figures, 1 measured again in this rerun (a,b,c)")
+    # the rerun's own results.json holds c alone; its meta.rerun carries R1's fleet on
+    meta = {"run": "R2", "rerun": {k: v for k, v in again.items() if k != "tests"}}  # as plugin.py writes it
+    second = {"verdict": "FAIL", "meta": meta, "hosts": {"c": gpus},
+              "results": [rec("c", "FAIL", 5.0), rec("c", "FAIL", 0, {"0": 21.0, "1": 49.0})]}
+    twice = rerun.load(_run(tmp_path / "r2", second))
+    assert twice["fleets"]["train_throughput"] == {"a": 10.0, "b": 11.0, "c": 5.0}
+    assert rerun.pool(twice, "soak_gemm_tflops", "X", set()) == [50.0, 51.0, 21.0, 49.0]
+    assert rerun.fleet(None, "train_throughput", {"c": 5.0}) == ({"c": 5.0}, None)  # no rerun: as given
