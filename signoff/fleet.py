@@ -93,21 +93,20 @@ KILL_PROBES = ("[ -O {wd} ] && ! [ -L {wd} ] && for f in {wd}/.pid.*; do p=${{f#
 # removal fail), then makes a new one with mkdir like any run. (Two runs that judged the same
 # lock stale at once both removed it: the second removed the first's new lock, and both held it.)
 # A token whose maker is dead (killed while taking over) is passed by a token named after it.
-# Only a lock of this user's counts: any local user may make that name in /tmp (naming pid 1, an
-# owner of their choosing). Another user's (or a link) is never read: said as "foreign" with its
-# owner, and this run's lock is then the user's own beside it, $L.<uid>; that one another user's
-# too is refused ("planted"), naming its owner.
-KEEPER = """L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9)
-end=$(( $(date +%s) + {wait} )); me="$$ $(cut -d' ' -f22 /proc/$$/stat)"; u=$(id -u)
+# Only a lock of this user's counts: any local user may make a name in /tmp first (naming pid 1,
+# an owner of their choosing). So the lock is named by the user too, always (a name chosen by
+# whether another user's lock was there let two runs of one user hold two names at once); that
+# name made by another user (or a link) is never read: refused ("planted"), naming its owner.
+# Other users' run locks on the host are said ("foreign"), never counted nor read.
+KEEPER = """L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9).$(id -u)
+end=$(( $(date +%s) + {wait} )); me="$$ $(cut -d' ' -f22 /proc/$$/stat)"
 alive() {{ [ -n "$1" ] && [ -d /proc/$1 ] &&
   {{ [ -z "$2" ] || [ "$(cut -d' ' -f22 /proc/$1/stat 2>/dev/null)" = "$2" ]; }}; }}
 stale() {{ set -- $(cat "$L/pid" 2>/dev/null); if [ -n "${{1:-}}" ]; then ! alive "$1" "${{2:-}}"
   else [ -n "$(find "$L" -maxdepth 0 -mmin +1 2>/dev/null)" ]; fi; }}
 while ! mkdir "$L" 2>/dev/null; do
   if [ -L "$L" ] || {{ [ -e "$L" ] && ! [ -O "$L" ]; }}; then
-    o=$(stat -c %U -- "$L" 2>/dev/null); [ -n "${{f:-}}" ] && {{ echo "planted ${{L%.*}} $L $o"; exit 3; }}
-    echo "foreign $L $o"; f=1; L=$L.$u; continue
-  fi
+    echo "planted $L $(stat -c %U -- "$L" 2>/dev/null)"; exit 3; fi
   case "$(cat "$L/owner" 2>/dev/null)" in "run {run} "*) echo "shared $L $$"; exec sleep {keep};; esac
   if stale; then
     k="$L/take"; h=$(readlink "$k")
@@ -121,6 +120,8 @@ while ! mkdir "$L" 2>/dev/null; do
   sleep 1
 done
 echo {owner} > "$L/owner"; echo $me > "$L/pid"
+for o in "${{L%.*}}" "${{L%.*}}".*; do case "$o" in "$L"|*.gone.*) continue;; esac
+  [ -d "$o" ] && ! [ -O "$o" ] && echo "foreign $o $(stat -c %U -- "$o" 2>/dev/null)"; done
 trap 'trap "" TERM INT HUP; rm -rf "$L"; exit 0' TERM INT HUP
 echo "locked $L $$"; exec >/dev/null 2>&1
 while :; do sleep 2 & wait $!; done"""
@@ -274,7 +275,8 @@ class HostSession:
             if not got and text.split()[:1] == ["foreign"]:  # said, never its text (planted?)
                 where, who = (text.split(maxsplit=2)[1:] + ["", ""])[:2]
                 self.foreign.append(f"run lock {where} made by user {who or 'unknown'}, not by this "
-                                    f"user: not counted (another user's run, or planted)")
+                                    f"user: not counted (another user's run, or planted; a run of "
+                                    f"another user may measure this host meanwhile)")
             elif not got and text.split()[:1] in (["locked"], ["busy"], ["shared"], ["planted"]):
                 got.append(text)
                 ready.set()
@@ -303,11 +305,11 @@ class HostSession:
             raise ProbeError(f"{self.host}: in use by another signoff run: {other or 'owner unknown'} "
                              f"(lock {where}{f', waited {wait:g} s' if wait else ''}; "
                              f"--lock-wait waits for it)")
-        if word == "planted":  # this user's own lock name taken too: its owner named, never its text
-            base, mine, who = (first.split(maxsplit=3)[1:] + ["", "", ""])[:3]
-            raise ProbeError(f"{self.host}: cannot take the run lock: {base} and this user's own "
-                             f"{mine} are another user's ({mine}: user {who or 'unknown'}), made in /tmp "
-                             f"before this run: remove them as root or that user")
+        if word == "planted":  # this user's lock name made by another: its owner named, never its text
+            mine, who = (first.split(maxsplit=2)[1:] + ["", ""])[:2]
+            raise ProbeError(f"{self.host}: cannot take the run lock: {mine}, this user's lock name, "
+                             f"is another user's (user {who or 'unknown'}), made in /tmp before this "
+                             f"run: remove it as root or that user")
         raise ProbeError(f"{self.host}: cannot take the run lock in /tmp ({first})")
 
     def cached_probe(self, name: str, *args: str, timeout: float = 600,

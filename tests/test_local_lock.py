@@ -132,7 +132,8 @@ def race_for_a_stale_lock(root, n: int, dead_taker: bool = False) -> list[str]:
         for i in range(n):
             script = KEEPER.format(wait=0, owner=f"'run r{i} by test'", run=f"r{i}", keep=KEEPER_S)
             mine = script.replace(
-                "L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9)", f"L={lock}")
+                "L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9).$(id -u)",
+                f"L={lock}")
             assert mine != script
             procs.append(subprocess.Popen(["sh", "-c", f"echo ready; read _ <{fifo}\n{mine}"],
                                           stdout=subprocess.PIPE, text=True, start_new_session=True))
