@@ -19,6 +19,7 @@ import os
 import sys
 
 from signoff import InputError, paths
+from signoff.printable import printable
 
 USAGE_ERROR = 4  # pytest's own code for a usage error: one meaning whichever layer refused
 
@@ -114,8 +115,8 @@ def plan(argv: list[str]) -> int:
     ap = _Parser(prog="signoff plan", add_help=False, allow_abbrev=False)
     ap.add_argument("--no-contact", action="store_true")
     known, rest = ap.parse_known_args(rest)
-    print(configured(rest, lambda config, state: planning.text(
-        config, state, targets, contact=not known.no_contact)))
+    print(printable(configured(rest, lambda config, state: planning.text(  # hosts' text in it
+        config, state, targets, contact=not known.no_contact)), lines=True))
     return 0
 
 
@@ -165,7 +166,7 @@ def clean(argv: list[str]) -> int:
             if job:
                 job.close()
     lines, ok = configured(argv, sweep)
-    print("\n".join(lines))
+    print("\n".join(map(printable, lines)))  # dir names any local user makes, a host's stderr
     return 0 if ok else 1
 
 
@@ -210,7 +211,7 @@ def _main(argv: list[str]) -> int:
         args = ap.parse_args(argv)
         return {"list": list_, "show-profile": show_profile}[args.cmd](args)
     except InputError as exc:
-        print(f"signoff: {exc}", file=sys.stderr)
+        print(printable(f"signoff: {exc}", lines=True), file=sys.stderr)
         return USAGE_ERROR
 
 

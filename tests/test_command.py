@@ -294,6 +294,8 @@ def test_clean_as_root_never_signals_what_another_local_user_names(monkeypatch):
                  f"echo {start_time(victim.pid)} > {writable}/.pid.{victim.pid}")
         subprocess.run(as_nobody("sh", "-c", plant), check=True, timeout=30)
         assert planted.stat().st_uid == link.lstat().st_uid == pwd.getpwnam("nobody").pw_uid
+        esc = shared / "signoff.\x1b[2J\x1b[HX"  # a name that clears the operator's screen
+        subprocess.run(as_nobody("mkdir", "-m", "700", str(esc)), check=True, timeout=30)
         dead = keeper(shared, "DDDDDDDD", 4194305)  # root's own dead run
         (dead / f".pid.{probe.pid}").write_text(start_time(probe.pid))
         (dead / f".pid.{theirs.pid}").write_text(start_time(theirs.pid))  # not root's process
@@ -314,10 +316,11 @@ def test_clean_as_root_never_signals_what_another_local_user_names(monkeypatch):
             f"local: did not signal pid {theirs.pid} of {dead}: another user's process",
             f"local: left {planted} alone: owner nobody, not root",
             f"local: left {link} alone: a symbolic link",
-            f"local: left {writable} alone: mode 777, not 700"]), p.stdout
+            f"local: left {writable} alone: mode 777, not 700",
+            f"local: left {shared}/signoff.\\x1b[2J\\x1b[HX alone: owner nobody, not root"]), p.stdout
         assert victim.poll() is None and theirs.poll() is None  # never signalled
         assert probe.wait(10) == -9  # root's own dead run's probe: its group killed
-        assert sorted(shared.iterdir()) == sorted([planted, link, writable, target])
+        assert sorted(shared.iterdir()) == sorted([planted, link, writable, target, esc])
         assert (planted / f".pid.{victim.pid}").exists() and (target / f".pid.{victim.pid}").exists()
     finally:
         for proc in procs:
