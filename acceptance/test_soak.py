@@ -5,11 +5,11 @@ The rules are in signoff/soak/judge.py and docs/soak.md."""
 from __future__ import annotations
 
 from dataclasses import replace
-from html import escape
 
 from signoff import cotenants, rerun
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
+from signoff.printable import escape  # html.escape, a host's controls visible too
 from signoff.soak import judge as soak
 from signoff.soak import plots as soakplots
 from signoff.soak.plugin import soaked

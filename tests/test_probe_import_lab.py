@@ -5,9 +5,11 @@ probes run in one 0700 temp dir under /tmp, and /tmp is anyone's to write. Under
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import sys
+from pathlib import Path
 
 import pytest
 from lab import Lab
@@ -30,7 +32,11 @@ def test_planted_tmp_probelib_is_never_imported_under_safe_path_or_isolated_pyth
     isolated = tmp_path / "python-I"
     isolated.write_text(f'#!/bin/sh\nexec {sys.executable} -I "$@"\n')
     isolated.chmod(0o755)
-    # O_EXCL: never clobber (nor remove, below) a /tmp/probelib.py this test did not make
+    # O_EXCL: never clobber (nor remove, below) a /tmp/probelib.py this test did not make; one
+    # an earlier, killed run of it left (its marker's name in it) is removed first
+    with contextlib.suppress(OSError):
+        if "planted-probelib-ran" in Path(PLANTED).read_text():
+            os.unlink(PLANTED)
     fd = os.open(PLANTED, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "w") as f:
