@@ -75,6 +75,12 @@ def test_p2p_bandwidth(host, gpus, profile, check, measure, fleet):
     bad += [f"slowest pair{retry.said(doc, unit)[1:]}"] if bad and doc.get("attempts") else []
     # over PCIe a copy staged through host memory reads about what a direct one does
     off = judge.peer_access_off(doc)
+    if profile.hardware.get("peer_access") is False:  # the class's normal state (GeForce): no fault
+        check.note(f"peer access off on {len(off)} of {len(uni)} pairs, as profile {profile.name}'s class "
+                   f"runs (its driver offers none): copies staged through host memory"
+                   + ("" if len(off) == len(uni) else "; on for the others: a driver other than the "
+                      "class's stock one"))
+        off = []
     bad += [f"{diagnose.pair(k)}: peer access off (the copy went through host memory)" for k in off]
     slowest = min(uni, key=uni.get)
     worst, paths = uni[slowest], doc["topology"].get("paths", {})
@@ -83,7 +89,9 @@ def test_p2p_bandwidth(host, gpus, profile, check, measure, fleet):
                        f"offers none for this GPU)"] if off else []
                       + sorted({f"{paths.get(k, '?')} path" for k in low})) \
         or f"the slowest pair {diagnose.pair(slowest)} ({paths.get(slowest, '?')} path)"
-    check.require(bad, worst, f"every GPU pair {expected}, peer access on", t.source, cause=cause,
+    access = ", peer access on" if profile.hardware.get("peer_access") is not False else \
+        ", through host memory (the class has no peer access)"
+    check.require(bad, worst, f"every GPU pair {expected}{access}", t.source, cause=cause,
                   details={"unidirectional": uni, "bidirectional": bi, "paths": paths,
                            "floors": {k: f for k, (f, _) in floors.items()},
                            "peer_access": doc.get("peer_access"), "attempts": doc.get("attempts"),
@@ -123,7 +131,7 @@ def test_gpu_topology(host, gpus, profile, check, attach, measure):
                   details={"paths": topo["paths"], "affinity": numa})
 
 
-def test_nccl_transport(host, devices, check, measure):
+def test_nccl_transport(host, profile, devices, check, measure):
     doc = allreduce(host, measure, devices, check)
     if doc["backend"] != "nccl":
         not_applicable(f"{host} runs the all-reduce on gloo (no GPU): NCCL transport does not apply")
@@ -131,6 +139,15 @@ def test_nccl_transport(host, devices, check, measure):
     used = sorted(doc.get("transports") or {})
     if not used:
         raise ProbeError(f"{host}: NCCL printed no transport lines (NCCL_DEBUG output missing)")
+    if profile.hardware.get("peer_access") is False and not nvlink:  # RTX 4090: SHM is the path
+        check.require(diagnose.off_host_transports(doc), ", ".join(used),
+                      "SHM (host memory) between every pair of ranks: the class's driver offers no GPU "
+                      "peer access", f"profile {profile.name}",
+                      cause="; ".join(diagnose.steering_env(doc.get("nccl_env") or {}))
+                      or "NCCL's SHM transport unusable (NCCL_SHM_DISABLE, a container's small /dev/shm)",
+                      details={"transports": doc.get("transports"), "nccl_env": doc.get("nccl_env"),
+                               "nccl_log": doc.get("nccl_log")})
+        return
     if not nvlink:
         not_applicable(f"{host} has no NVLink; NCCL used {', '.join(used)}")
     bad = diagnose.fallback_transports(doc, nvlink)

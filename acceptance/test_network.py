@@ -7,7 +7,8 @@ from signoff.check import not_applicable
 from signoff.fixtures import selected_hosts
 from signoff.fleet import ProbeError
 from signoff.network import judge as net
-from signoff.network.plugin import node_bounds
+from signoff.network import route
+from signoff.network.plugin import multinode_args, node_bounds
 from signoff.units import parse_size
 
 RULE = "signoff acceptance rule"
@@ -159,6 +160,46 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig, measu
                  f"({doc['world_size']} ranks, {doc['backend']}{retry.said(res, t.unit)})", cause=cause,
                  details={"rows": doc["rows"], "bisection": found, "launched": res.get("launched", "ssh"),
                           "attempts": res.get("attempts"), "spread_pct": res.get("spread_pct")})
+
+
+@pytest.mark.usefixtures("fleet_of_class")
+def test_multinode_transport(fleet, network, profile, check, pytestconfig):
+    """The transport the multi-node all-reduce's traffic between nodes took (network/route.py), as
+    NCCL's channel lines say (gloo: the interface its connections leave by), against the class's."""
+    names = fleet.names
+    if len(names) < 2:
+        not_applicable("one host: no traffic between nodes")
+    t = profile.threshold("multinode_transport")
+    b = profile.criteria.get("multinode_allreduce_busbw")
+    # test_multinode_allreduce's run where the profile sets its sweep (cached), else one of 1M
+    lo, hi, env = multinode_args(profile, b) if b else ("1M", "1M", {})
+    timeout = pytestconfig.getoption("collective_timeout")
+    ifaces = {n: fleet.sessions[n].host.data_iface for n in names}
+    domain = profile.hardware.get("nvlink_domain")
+    runs = [(t.value, env, "")]
+    if t.extra.get("without_mnnvl"):  # the NIC path the domain falls back to, asserted too
+        runs.append((t.extra["without_mnnvl"], {**env, "NCCL_MNNVL_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"},
+                     "with MNNVL and NVLS off: "))
+    bad, measured, details, causes = [], [], {}, []
+    for want, run_env, said in runs:
+        res = network.allreduce(names, lo, hi, run_env, timeout)
+        if not res["ok"]:
+            raise ProbeError(f"all hosts: the multi-node all-reduce {said}failed, its transport unknown: "
+                             + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))
+        gpus = sum(len(fleet.facts(n)["nvidia"].get("gpus") or []) for n in names)  # every host answered
+        one_domain = not domain or gpus <= domain  # more GPUs than one domain: NET between domains
+        v = route.judge(want, res["hosts"], ifaces, one_domain)
+        if v["error"]:
+            check.record(None, t.expected, t.unit, t.source, details={"used": v["used"]})
+            raise ProbeError(f"all hosts: {said}{v['error']}")
+        bad += [f"{said}{x}" for x in v["bad"]]
+        measured.append(f"{said}{v['measured']}")
+        causes += [v["cause"]] if v["bad"] else []
+        details[f"{said or 'the run: '}{route.EXPECTED[want]}"] = v["used"]
+    if t.value == "MNNVL" and not one_domain:
+        check.note(f"{gpus} GPUs, more than one NVLink domain ({domain}): NET between domains allowed")
+    check.require(bad, "; ".join(measured), "; ".join(f"{s}{route.EXPECTED[w]}" for w, _, s in runs),
+                  t.source, cause="; ".join(causes), details={"used": details, "data_ifaces": ifaces})
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """The criterion families: every package under signoff/ whose __init__ declares CRITERIA.
 
 A family's __init__ (light: no controller imports, the profile loader reads it) declares
-  CRITERIA   {criterion: {"type": "number"|"version", "ops": ("min",) by default, "extra": keys}}
+  CRITERIA   {criterion: {"type": "number"|"version"|"name", "ops": ("min",) by default, "extra": keys}}
   check_extra(criterion, extra, where)   optional: validate a threshold's extra keys (InputError)
   check_profile(profile, where)   optional: validate the loaded profile as a whole (its class too)
   SECTIONS   optional {top-level profile key: merge(inherited, section, where) -> dict}

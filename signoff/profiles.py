@@ -19,7 +19,13 @@ CORE_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria
              "fleet_min"}
 HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
                  "nvlinks", "pcie_gen", "pcie_width",  # per GPU: NVLinks, PCIe link of the class
-                 "pci_ids", "host_link", "nvlink_domain"}
+                 "pci_ids", "host_link", "nvlink_domain",
+                 # the GPUs' NVLinks end at NVSwitches whose fabric manager registers each GPU
+                 # (HGX boards, NVL72 trays): NVML's GPU fabric state is judged (test_fabric.py)
+                 "nvlink_fabric",
+                 # false: the class's normal state lacks it (GeForce RTX 4090: no GPU peer access,
+                 # ECC off): its checks are N.A. saying so, never a FAIL (docs/thresholds.md)
+                 "peer_access", "ecc"}
 INTERCONNECTS = {"nvlink", "pcie", "any"}
 # How the class's GPUs reach the host CPU: PCIe, or NVLink-C2C (Grace: GB200, GB300), where no
 # PCIe link to the host exists to judge (pcie_link N.A., host_link_bandwidth at C2C figures).
@@ -213,7 +219,8 @@ def _check_hardware(hw, path):
             raise InputError(f"{w}: expected a positive integer or null, got {val!r}")
         if key == "interconnect" and val not in INTERCONNECTS:
             raise InputError(f"{w}: expected one of {sorted(INTERCONNECTS)}, got {val!r}")
-        if key in ("mig", "nvls") and val is not None and not isinstance(val, bool):
+        if key in ("mig", "nvls", "peer_access", "ecc", "nvlink_fabric") and val is not None \
+                and not isinstance(val, bool):
             raise InputError(f"{w}: expected true, false or null, got {val!r}")
         if key == "host_link" and val is not None and val not in HOST_LINKS:
             raise InputError(f"{w}: expected one of {sorted(HOST_LINKS)}, got {val!r}")
@@ -287,6 +294,8 @@ def _threshold(name, spec, path, profile) -> Threshold:
                          f"above 0, or `uncalibrated: \"<why>\"`")
     if kind == "number" and op == "max" and value < 0:
         raise InputError(f"{w}.max: {value!r} can never pass (no count or temperature is below 0)")
+    if kind == "name" and (not isinstance(value, str) or not value.strip()):  # e.g. a transport
+        raise InputError(f"{w}.{op}: expected a name, got {value!r}")
     if kind == "version" and not isinstance(value, str):  # YAML reads 525.60 as 525.6
         raise InputError(f"{w}.{op}: quote a version ('{value}'), or YAML reads it as a number")
     if kind == "version" and not version_tuple(value):

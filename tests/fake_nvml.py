@@ -4,6 +4,7 @@ throttle, lose an XID or an ECC error. Values follow docs/reference-figures.md."
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
@@ -24,14 +25,52 @@ class NVMLError_NotSupported(NVMLError):  # noqa: N801
     pass
 
 
+class NVMLError_ArgumentVersionMismatch(NVMLError):  # noqa: N801 - a struct version the driver lacks
+    pass
+
+
+class NVMLError_FunctionNotFound(NVMLError):  # noqa: N801 - a driver older than the call
+    pass
+
+
+# nvidia-ml-py 13's GPU fabric info structs (pynvml.py), field for field
+class _Fabric(ctypes.Structure):
+    pass
+
+
+class c_nvmlGpuFabricInfo_t(_Fabric):  # noqa: N801
+    _fields_ = [("clusterUuid", ctypes.c_uint8 * 16), ("status", ctypes.c_int), ("cliqueId", ctypes.c_uint32),
+                ("state", ctypes.c_uint)]
+
+
+class c_nvmlGpuFabricInfo_v2_t(_Fabric):  # noqa: N801
+    _fields_ = [("version", ctypes.c_uint), *c_nvmlGpuFabricInfo_t._fields_, ("healthMask", ctypes.c_uint32)]
+
+    def __init__(self):
+        super().__init__(version=0x02000024)
+
+
+class c_nvmlGpuFabricInfo_v3_t(_Fabric):  # noqa: N801
+    _fields_ = [*c_nvmlGpuFabricInfo_v2_t._fields_, ("healthSummary", ctypes.c_uint8)]
+
+    def __init__(self):
+        super().__init__(version=0x3000028)
+
+
+FABRIC_COMPLETED = {"state": 3, "status": 0, "cluster_uuid": "00" * 16, "clique_id": 0, "health_mask": 0}
+
+
 class FakeGPU:
     def __init__(self, index, idle=32.0, hot=65.0, mem_hot=54.0, tau=20.0, reasons=0x4,
-                 mem_temp=True, procs=None):
+                 mem_temp=True, procs=None, fabric=None):
         self.index, self.idle, self.hot, self.mem_hot, self.tau = index, idle, hot, mem_hot, tau
         self.reasons, self.mem_temp_ok = reasons, mem_temp
         # its compute processes now: [(pid, used bytes)]; by default the caller's own context
         self.procs = procs or (lambda: [(os.getpid(), 1 << 30)])
         self.ecc_unc = self.ecc_corr = 0
+        # its GPU fabric info: state, status, cluster_uuid (32 hex digits), clique_id, health_mask;
+        # None: NotSupported (a GPU on no NVSwitch fabric)
+        self.fabric = fabric
         self.t0 = time.monotonic()
 
     def temp(self):
@@ -54,13 +93,42 @@ class FakeNV:
     NVML_PERF_POLICY_POWER, NVML_PERF_POLICY_THERMAL = 0, 1
     nvmlEventTypeXidCriticalError = 8
 
-    def __init__(self, gpus: list[FakeGPU], xid_events=True, xid_after: float | None = None):
+    NVMLError_ArgumentVersionMismatch = NVMLError_ArgumentVersionMismatch
+    NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
+    c_nvmlGpuFabricInfo_t, c_nvmlGpuFabricInfo_v3_t = c_nvmlGpuFabricInfo_t, c_nvmlGpuFabricInfo_v3_t
+    c_nvmlGpuFabricInfoV_t = c_nvmlGpuFabricInfo_v2_t
+
+    def __init__(self, gpus: list[FakeGPU], xid_events=True, xid_after: float | None = None,
+                 fabric_api: str = "v3"):
         self.gpus = gpus
         self.xid_events = xid_events
         self.xid_after = xid_after  # seconds after the event set is made: one XID 79 on GPU 0
         self._xid_sent = False
         self._set_made = None
         self.shutdown = False
+        self.fabric_api = fabric_api  # the newest fabric struct the fake driver knows: v3, v2, v1
+
+    def _fabric(self, h, ref, api):
+        """Fill the caller's struct as the driver does: NotSupported for a GPU on no fabric, a
+        version mismatch for a struct newer than the driver's."""
+        if h.fabric is None:
+            raise NVMLError_NotSupported(3)
+        info = ref._obj
+        if api != "v1" and info.version >> 24 > int(self.fabric_api[1]):
+            raise NVMLError_ArgumentVersionMismatch(25)
+        f = h.fabric
+        info.clusterUuid[:] = list(bytes.fromhex(f["cluster_uuid"]))
+        info.status, info.cliqueId, info.state = f["status"], f["clique_id"], f["state"]
+        if hasattr(info, "healthMask"):
+            info.healthMask = f["health_mask"]
+
+    def nvmlDeviceGetGpuFabricInfoV(self, h, ref):
+        if self.fabric_api == "v1":
+            raise NVMLError_FunctionNotFound(13)
+        self._fabric(h, ref, "V")
+
+    def nvmlDeviceGetGpuFabricInfo(self, h, ref):
+        self._fabric(h, ref, "v1")
 
     def nvmlInit(self):
         pass

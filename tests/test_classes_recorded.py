@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import median
 
+import fabric_fake
 import pytest
 import yaml
 from test_cli import LOCK_WAIT
@@ -92,6 +93,8 @@ def sysinfo(name: str, one: dict) -> dict:
                                 "tlimit_margin": th.get("tlimit_margin"), "smi": dict(th["smi"])}
         if "pci_id" in c:  # NVML's PCI device id and C2C mode (sysinfo's since issue 43)
             g.update(pci_device_id=c["pci_id"], c2c=c.get("c2c", False))
+        if c.get("ecc") is False:  # GeForce: ECC off, its counters N/A, the remap counters at 0
+            g.update(ecc_current=False, ecc_pending=False, ecc_volatile_uncorrectable=None)
         g["nvlink"] = {"links": c["nvlinks"], "up": c["nvlinks"], "unreadable": {}}
         if "memory" in c:  # NVML's bus width and max memory clock (local judges HBM by them)
             g["memory"] = dict(zip(("bus_width_bits", "max_clock_mhz"), c["memory"]))
@@ -102,6 +105,7 @@ def sysinfo(name: str, one: dict) -> dict:
         facts.update(arch=c["arch"], cpu_model=c["cpu_model"])
     facts["counters"]["pcie_replay"] = {str(i): 0 for i in range(len(gpus))}
     facts["gpu_nic"]["gpus"] = {str(i): {} for i in range(len(gpus))}
+    fabric_fake.record(profiles.load(name), facts)  # NVML's GPU fabric info, IMEX (issue 43)
     return facts
 
 
@@ -183,6 +187,7 @@ def p2p(prof, gpus: list[dict], r2: dict, links: int | None = None) -> dict:
         assert nvlink, "a recorded PCIe host with a link-rate P2P rule: not recorded"
         pair = round(MARGIN * t.value * links * judge.NVLINK_GBPS, 2)
     keys = [f"{i}-{j}" for i in range(n) for j in range(n) if i != j]
+    peer = CLASSES.get(prof.name, {}).get("peer_access", True)  # RTX 4090: off, the stock driver's
     paths = {k: "NVLINK" if nvlink else ("NODE" if int(k[0]) // 4 == int(k[-1]) // 4 else "SYS")
              for k in keys}
     cell = f"NV{links}"
@@ -193,7 +198,7 @@ def p2p(prof, gpus: list[dict], r2: dict, links: int | None = None) -> dict:
             "topology": {"gpus": [{"index": i, "numa_node": None, "cpu_affinity": "0-15"} for i in range(n)],
                          "paths": paths, "topo_m": topo},
             "unidirectional": {k: round(pair + 0.05 * (sum(map(int, k.split("-"))) % 3), 2) for k in keys},
-            "bidirectional": {k: round(1.8 * pair, 2) for k in keys}, "peer_access": {k: True for k in keys}}
+            "bidirectional": {k: round(1.8 * pair, 2) for k in keys}, "peer_access": {k: peer for k in keys}}
 
 
 def allreduce(prof, facts: dict, r2: dict) -> dict:
@@ -217,11 +222,13 @@ def allreduce(prof, facts: dict, r2: dict) -> dict:
         b *= 2
     ring = sorted({(i, (i + 1) % n) for i in range(n)} | {((i + 1) % n, i) for i in range(n)})
     log = r2["nccl_transport"]["details"]["nccl_log"][:1]
+    # no peer access (RTX 4090): NCCL's ring goes through host memory, as it prints it
+    via = "P2P/CUMEM" if CLASSES.get(prof.name, {}).get("peer_access", True) else "SHM/direct/direct"
     return {"probe": "allreduce", "backend": "nccl", "world_size": n, "local_ranks": n, "gpus": n,
             "nnodes": 1, "node_rank": 0, "torch": facts["torch"]["version"], "nccl": facts["torch"]["nccl"],
             "rows": rows, "graphs": True, "elapsed_s": 60.0,
-            "transports": {"P2P/CUMEM": [list(p) for p in ring]},
-            "nccl_log": log + [f"NCCL INFO Channel 00/0 : {a}[{a}] -> {b}[{b}] via P2P/CUMEM"
+            "transports": {via: [list(p) for p in ring]},
+            "nccl_log": log + [f"NCCL INFO Channel 00/0 : {a}[{a}] -> {b}[{b}] via {via}"
                                for a, b in ring]}
 
 
@@ -268,13 +275,14 @@ def soak(prof, facts: dict, one: dict, r1: dict) -> dict:
     gemm = above(prof, "soak_gemm_tflops") / (sum(steady) / len(steady))
     watts = gpus[0]["power"]["enforced_w"] / 700.0
     no_mem = CLASSES[prof.name].get("thermal", {}).get("no_memory_sensor", False)
+    ecc = 0 if CLASSES[prof.name].get("ecc", True) else None  # ECC off: NVML's counters N/A
     series = []
     for x in live["series"]:
         col = {"temp": x["temp"][0], "mem_temp": None if no_mem else x["mem_temp"][0],
                "power": round(x["power"][0] * watts, 1), "sm_clock": x["sm_clock"][0],
                "reasons": x["reasons"][0], "util": x["util"][0],
                "tflops": None if x["tflops"][0] is None else round(x["tflops"][0] * gemm, 3),
-               "ecc_corr": 0, "ecc_unc": 0}
+               "ecc_corr": ecc, "ecc_unc": ecc}
         series.append({k: [v] * n for k, v in col.items()})
     head = [{"index": g["index"], "name": g["name"], "uuid": g["uuid"], "pci_bus_id": g["pci_bus_id"],
              "memory_gib": CLASSES[prof.name].get("memory_gib", live["gpus"][0]["memory_gib"]),
@@ -288,8 +296,8 @@ def soak(prof, facts: dict, one: dict, r1: dict) -> dict:
                        "dtype": "bf16", "fields": list(series[0]), "gpu_errors": {},
                        "started": one["meta"]["started"][:19] + "Z"},
             "final": {"probe": "soak", "gpus": head,
-                      "ecc_before": [{"gpu": i, "corrected": 0, "uncorrected": 0} for i in range(n)],
-                      "ecc_after": [{"gpu": i, "corrected": 0, "uncorrected": 0, "remap_pending": False}
+                      "ecc_before": [{"gpu": i, "corrected": ecc, "uncorrected": ecc} for i in range(n)],
+                      "ecc_after": [{"gpu": i, "corrected": ecc, "uncorrected": ecc, "remap_pending": False}
                                     for i in range(n)],
                       "violation_ns": errs["violation_ns"] * n, "xid": [], "xid_readable": True,
                       "xid_note": errs["xid_note"], "gpu_errors": {},
@@ -373,6 +381,21 @@ def fault(name: str, rec: dict) -> tuple[dict, dict]:
         g1 = rec["hostlink"]["gpus"][1]
         g1.update(h2d_pinned=55.5, d2h_pinned=55.3)
         hurt["c2c_gpu"] = "1"
+    if name == "h20-8x-nvlink":  # the 400 W H20 (DCGM's 2328 "H20B") at its own default
+        for g in gpus:
+            g["power"].update(enforced_w=400.0, limit_w=400.0, default_w=400.0, max_w=400.0)
+    if name == "l20-8x-pcie":  # the 275 W L20 (DCGM's 26b7) at its own default
+        for g in gpus:
+            g["power"].update(enforced_w=275.0, limit_w=275.0, default_w=275.0, max_w=275.0)
+    if name == "h800-8x-nvlink":  # GPU 3 with 7 of its 8 NVLinks up
+        gpus[3]["nvlink"]["up"] = 7
+    if name == "a800-80gb-8x-nvlink":  # GPU 4's slowdown 2 C below its siblings'
+        gpus[4]["thermal"]["slowdown"] -= 2
+    if name == "rtx4090-8x-pcie":  # GPU 5's T.Limit 3 C low; NCCL off SHM, on its network transport
+        gpus[5]["thermal"]["tlimit_margin"] -= 3
+        ar = rec["allreduce"]
+        ar["transports"] = {"NET/Socket/0": ar["transports"].pop("SHM/direct/direct")}
+        ar["nccl_log"] = [x.replace("SHM/direct/direct", "NET/Socket/0") for x in ar["nccl_log"]]
     if rec["netinfo"]["infiniband"]:  # every InfiniBand cable out: 0 of the class's ports up
         for p in rec["netinfo"]["infiniband"]:
             p["state"] = "1: DOWN"
@@ -401,7 +424,15 @@ def local_faults(rec: dict) -> dict:
 
 FAULT_TESTS = {"h100-8x-nvlink": "hbm or p2p or thermal or nic_link",
                "l40s-8x-pcie": "hbm or p2p or thermal_thresholds",
-               "b200-8x-nvlink": "hbm or p2p or power_limit", "gb200-nvl72": "hbm or p2p or host_link"}
+               "b200-8x-nvlink": "hbm or p2p or power_limit", "gb200-nvl72": "hbm or p2p or host_link",
+               "h20-8x-nvlink": "hbm or p2p or power_limit", "l20-8x-pcie": "hbm or p2p or power_limit",
+               "h800-8x-nvlink": "hbm or p2p or nvlink_up",
+               "a800-80gb-8x-nvlink": "hbm or p2p or thermal_thresholds",
+               "rtx4090-8x-pcie": "hbm or p2p or thermal_thresholds or nccl_transport"}
+# The RTX 4090's host judged as if its class had peer access and ECC (the traits dropped)
+NO_TRAITS = """extends: rtx4090-8x-pcie
+hardware: {peer_access: null, ecc: null}
+"""
 NO_MEM_MAX = """extends: h100-8x-nvlink
 criteria:
   thermal_slowdown:
@@ -473,6 +504,13 @@ class Runs:
             return run(host(where, f"{name}-node", rec), "--partial", "-k",
                        "gpu_model or gpu_count or nvlink_up or hbm_bandwidth or pcie_link",
                        files=("acceptance/test_gpu_health.py", "acceptance/test_health.py"))
+        if kind == "no-traits":  # the healthy RTX 4090 by a profile without its class's traits
+            (where / "no-traits.yaml").parent.mkdir(parents=True, exist_ok=True)
+            (where / "no-traits.yaml").write_text(NO_TRAITS)
+            return run(host(where, f"{name}-node", self.healthy(name)), "--partial", "-k",
+                       "p2p_bandwidth or ecc or row_remap or nccl_transport",
+                       profile=str(where / "no-traits.yaml"),
+                       files=("acceptance/test_gpu_health.py", "acceptance/test_interconnect.py"))
         if kind in ("peer-off", "nv6"):  # the P2P checks alone, on a host changed as below
             rec = self.healthy(name)
             if kind == "peer-off":  # every pair's figure healthy, GPU2 -> GPU5 staged through the host
@@ -513,7 +551,13 @@ NEEDS = {"test_recorded_healthy_host_passes_the_whole_sheet": [("sheet", None)],
          "test_recorded_h200_4x_board_with_nv6_links_is_judged_by_its_own_links": [("nv6", "h200-4x-nvlink")],
          "test_recorded_gb200_named_graphics_device_is_picked_by_pci_id": [("generic-name", "gb200-nvl72")],
          "test_recorded_blackwell_faults_fail_naming_gpu_and_cause": [("faults", "b200-8x-nvlink"),
-                                                                      ("faults", "gb200-nvl72")]}
+                                                                      ("faults", "gb200-nvl72")],
+         "test_recorded_rtx4090_judges_its_class_traits": [("sheet", "rtx4090-8x-pcie"),
+                                                           ("faults", "rtx4090-8x-pcie"),
+                                                           ("no-traits", "rtx4090-8x-pcie")],
+         "test_recorded_export_class_faults_fail_naming_gpu_and_cause": [
+             ("faults", "h20-8x-nvlink"), ("faults", "l20-8x-pcie"), ("faults", "h800-8x-nvlink"),
+             ("faults", "a800-80gb-8x-nvlink")]}
 
 
 @pytest.fixture(scope="module")
@@ -536,8 +580,8 @@ def runs(request, tmp_path_factory):
 # Checks N.A. on every recorded host: one host (no pair, no other host, no inter-node fabric),
 # and the H200 machine has no RDMA NIC and names no data interface; nic_link is judged where the
 # class names its InfiniBand ports (netinfo()): they need no data interface.
-ONE_HOST = {"nic_link", "net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes",
-            "version_parity", "host_unique", "gpu_nic_affinity"}
+ONE_HOST = {"nic_link", "net_pair_bandwidth", "multinode_allreduce", "multinode_transport",
+            "train_scaling_nodes", "version_parity", "host_unique", "gpu_nic_affinity"}
 ONE_GPU = {"hbm_uniformity", "allreduce_busbw", "allreduce_correct", "p2p_bandwidth", "p2p_uniformity",
            "gpu_topology", "nccl_transport", "soak_gemm_straggler", "train_scaling_host"}
 # uncalibrated criteria judged per host (the others are multi-host checks, N.A. on one host)
@@ -553,10 +597,15 @@ def expected_na(name: str) -> set[str]:
         na.add("nvlink_up")
         if c["count"] > 1:  # no NVLink: no NVLink topology to require, no NCCL P2P over it
             na |= {"gpu_topology", "nccl_transport"}
+    if prof.hardware.get("peer_access") is False:  # RTX 4090: its SHM path is judged
+        na.discard("nccl_transport")
+    if prof.hardware.get("ecc") is False:  # GeForce: no ECC, so nothing for ECC or remaps to judge
+        na |= {"ecc_enabled", "ecc_uncorrectable", "row_remap"}
     if c.get("thermal", {}).get("no_memory_sensor"):
         na.add("soak_mem_temp")
     if prof.hardware.get("host_link") == "c2c":  # Grace trays: NVLink-C2C, no PCIe link to the host
         na.add("pcie_link")
+    na |= fabric_fake.not_applicable(prof)  # no NVLink fabric, or one tray of a rack's domain
     return na
 
 
@@ -595,7 +644,10 @@ def test_recorded_healthy_host_passes_the_whole_sheet(runs, name):
 # (a P2P figure derived from PCIe Gen4 pair copies), the L40S (the whole sheet runs on every class);
 # every Blackwell class (issue 43: at least one fault each), the 4-GPU Grace trays among them
 FAULT_CLASSES = ["h200-1x", "h200-2x-nvlink", "h100-8x-nvlink", "a100-80gb-8x-pcie", "l40s-8x-pcie",
-                 "b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72", "gb300-nvl72"]
+                 "b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72", "gb300-nvl72",
+                 # the export and consumer classes (issue 46): every one, a class trait's fault each
+                 "h20-8x-nvlink", "h20-3e-8x-nvlink", "h800-8x-nvlink", "a800-80gb-8x-nvlink",
+                 "rtx4090-8x-pcie", "l20-8x-pcie"]
 
 
 def test_the_fault_classes_are_shipped_and_of_every_shape():
@@ -835,3 +887,78 @@ def test_recorded_blackwell_faults_fail_naming_gpu_and_cause(runs):
     for text in (f"GPU {hurt['c2c_gpu']} D2H pinned", "= 55.3 GB/s", "expected >= 174 GB/s",
                  "a degraded NVLink-C2C link to its Grace CPU"):
         assert text in r["message"], r["message"]
+
+
+def test_recorded_rtx4090_judges_its_class_traits(runs):
+    """Issue 46: 8x RTX 4090, the stock driver: no peer access between any two GPUs, NCCL through
+    host memory (SHM), ECC off. Healthy: p2p_bandwidth PASSes its host-staged floor saying the
+    copies went through host memory, nccl_transport PASSes on SHM, ECC and row remapping are N.A.
+    naming why, the GeForce T.Limit form reads 91 / 86 / 84 C. Faulted: NCCL on its network
+    transport FAILs nccl_transport naming it and the likely cause; GPU 5's T.Limit
+    3 C low FAILs naming GPU 5. Judged as if the class had peer access and ECC (its traits
+    dropped), the same healthy host FAILs p2p_bandwidth on every pair and ecc_enabled, ERRORs
+    ecc_uncorrectable and PASSes row_remap on counters ECC off keeps at 0."""
+    rc, doc, out = runs("sheet", "rtx4090-8x-pcie")
+    res, node = by_criterion(doc), "rtx4090-8x-pcie-node"
+    r = res["p2p_bandwidth"]
+    assert r["status"] == "PASS", r
+    assert "peer access off on 56 of 56 pairs, as profile rtx4090-8x-pcie's class runs" in r["note"], r
+    assert "through host memory (the class has no peer access)" in r["expected"], r
+    r = res["nccl_transport"]
+    assert r["status"] == "PASS" and r["measured"] == "SHM/direct/direct", r
+    for crit, text in (("ecc_enabled", "runs with ECC off by default: not required (on for 0 of 8 GPUs)"),
+                       ("ecc_uncorrectable", "ECC is off on every GPU, the normal state of profile "
+                                             "rtx4090-8x-pcie's class (NVIDIA GeForce RTX 4090)"),
+                       ("row_remap", "rows are remapped on the errors ECC detects, so none can be")):
+        assert res[crit]["status"] == "N.A." and text in res[crit]["message"], res[crit]
+    r = res["thermal_thresholds"]
+    assert r["status"] == "PASS", r
+    assert r["details"]["0"] == {"shutdown": [91, "T.Limit 84 C minus offset -7 C"],
+                                 "slowdown": [86, "T.Limit 84 C minus offset -2 C"],
+                                 "gpu_max": [84, "T.Limit 84 C minus offset +0 C"],
+                                 "mem_max": [None, "unreadable"]}
+    _, doc, out, _ = runs("faults", "rtx4090-8x-pcie")
+    res = by_criterion(doc)
+    r = res["nccl_transport"]
+    assert r["status"] == "FAIL", r
+    for text in ("NCCL used NET/Socket/0 between ranks 0->1", "where the class's path is SHM (host memory)",
+                 "likely cause: NCCL's SHM transport unusable (NCCL_SHM_DISABLE"):
+        assert text in r["message"], r["message"]
+    r = res["thermal_thresholds"]
+    assert r["status"] == "FAIL", r
+    assert f"{node}: GPU 5 slowdown 83 C < 86 C (T.Limit 81 C minus offset -2 C)" in r["message"], r
+    assert not any(f"GPU {i} " in r["message"] for i in (0, 1, 2, 3, 4, 6, 7)), r["message"]
+    _, doc, out = runs("no-traits", "rtx4090-8x-pcie")
+    res = by_criterion(doc)
+    r = res["p2p_bandwidth"]
+    assert r["status"] == "FAIL" and "likely cause: peer access off between 56 pair(s)" in r["message"], r
+    r = res["ecc_enabled"]
+    assert r["status"] == "FAIL" and "GPU 0 ECC off" in r["message"], r
+    r = res["ecc_uncorrectable"]
+    assert r["status"] == "ERROR" and "NVML could not read volatile ECC counters" in r["message"], r
+    assert res["row_remap"]["status"] == "PASS", out  # zeros that prove nothing: what the trait says
+    assert res["nccl_transport"]["status"] == "N.A.", res["nccl_transport"]
+
+
+def test_recorded_export_class_faults_fail_naming_gpu_and_cause(runs):
+    """Issue 46, beside the HBM and P2P faults of every class (above): an H20 board of the 400 W
+    variant (DCGM's 2328) and an L20 of the 275 W one (26b7), each at its own default, FAIL
+    power_limit naming every GPU; an H800's GPU 3 with 7 of its 8 NVLinks up FAILs nvlink_up
+    naming it (8 up PASS on the healthy host: H800 has 8, not H100's 18); an A800's GPU 4 whose
+    slowdown reads 2 C below its siblings' FAILs thermal_thresholds (no class figure: its model's)."""
+    for name, watts, floor in (("h20-8x-nvlink", 400, 500), ("l20-8x-pcie", 275, 350)):
+        _, doc, out, _ = runs("faults", name)
+        r = by_criterion(doc)["power_limit"]
+        assert r["status"] == "FAIL", r
+        assert all(f"GPU {i} enforced power limit {watts} W < {floor} W" in r["message"] for i in range(8)), r
+        assert "a lower-power variant of the GPU" in r["message"], r["message"]
+    _, doc, out, _ = runs("faults", "h800-8x-nvlink")
+    r = by_criterion(doc)["nvlink_up"]
+    assert r["status"] == "FAIL" and "GPU 3 has 7/8 NVLinks up" in r["message"], r
+    assert r["message"].count("NVLinks up") == 1, r["message"]
+    _, doc, out, _ = runs("faults", "a800-80gb-8x-nvlink")
+    r = by_criterion(doc)["thermal_thresholds"]
+    assert r["status"] == "FAIL", r
+    assert "a800-80gb-8x-nvlink-node: GPU 4 slowdown" in r["message"], r
+    assert "its model's highest" in r["message"], r
+    assert r["message"].count("GPU ") == 1, r["message"]

@@ -71,7 +71,8 @@ def test_list_checks_is_the_sheet_with_thresholds(capsys):
     rows = {ln.split()[0]: ln for ln in out.splitlines()}
     assert "p2p_bandwidth >= 335 GB/s (source: Azure/azurehpc-health-checks" in rows["p2p_bandwidth"]
     assert rows["gpu_count"].endswith("hardware.gpu_count: 1")
-    assert rows["ecc_enabled"].endswith("no threshold")
+    assert rows["ecc_uncorrectable"].endswith("no threshold")
+    assert "hardware.ecc: any" in rows["ecc_enabled"]  # N.A. where the class has no ECC (RTX 4090)
     assert "nic_rate >= 1.0 x the fleet's rate (provisional" in rows["nic_link"]  # derived: no class NIC
     assert main(capsys, "list", "checks", "--profile", "nosuch")[0] == cli.USAGE_ERROR
 
@@ -85,9 +86,9 @@ def test_only_names_families_files_and_checks(capsys):
     assert catalog.select("storage_read_seq,gpu_model") == [f"{acc}/test_gpu_health.py::test_gpu_model",
                                                             f"{acc}/test_storage.py::test_storage_read_seq"]
     assert catalog.select("storage,storage_read_seq") == [f"{acc}/test_storage.py"]
-    with pytest.raises(InputError, match=r"--only gpux: unknown gpux; did you mean gpu\? \(families: gpu, "
-                                         r"interconnect.*files: gpu_health, health, interconnect.*; checks: "
-                                         r"signoff list checks\)"):
+    with pytest.raises(InputError, match=r"--only gpux: unknown gpux; did you mean gpu\? \(families: fabric, "
+                                         r"gpu, interconnect.*files: fabric, gpu_health, health, "
+                                         r"interconnect.*; checks: signoff list checks\)"):
         catalog.select("gpux")
     rc, out, _ = main(capsys, "plan", "--no-contact", "--profile", "local", "--only", "gpu_model,storage")
     assert rc == 0 and "checks: 4 of the sheet's" in out and "(--only: gpu_model, storage)" in out, out
@@ -127,12 +128,14 @@ def test_plan_lists_hosts_checks_thresholds_and_writes_nothing(tmp_path, clone_r
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "hosts: 4 from --hosts node[01-04]: node[01-04]  (SSH)" in out
-    assert "checks: 10 of the sheet's" in out and "a run of a part of the sheet is INCOMPLETE" in out
+    assert "checks: 11 of the sheet's" in out and "a run of a part of the sheet is INCOMPLETE" in out
     assert "per pair (4): node01->node02, node02->node03, node03->node04, node04->node01:" in out
     assert re.search(r"(?m)^  nic_link +network +nic_rate >= 400 Gb/s "
                      r"\[thresholds/h200-8x-nvlink\.yaml\]$", out)
     assert re.search(r"(?m)^  multinode_allreduce +network +hardware\.nvls: True; "
                      r"multinode_allreduce_busbw", out)
+    assert re.search(r"(?m)^  multinode_transport +network +.*multinode_transport == NET \(NCCL transport\) "
+                     r"\[thresholds/nvidia-base\.yaml\]$", out)
     assert "soak: 2 h of load on every host at once (--soak-duration)" in out
     assert "host pairs: 4 pairs in 2 rounds of 5 s: 10 s" in out
     assert "storage_read" not in out and "train_" not in out

@@ -30,6 +30,16 @@ def test_shm_on_pcie_host_is_not_a_fallback():
     assert diagnose.fallback_transports(ar, nvlink=False) == []
 
 
+def test_net_is_the_fallback_where_the_class_path_is_shm():
+    """A class without GPU peer access (RTX 4090): SHM is its path and P2P (a driver that offers
+    peer access) no fault; NCCL's network transport between ranks of one host is."""
+    ar = {**GOOD_AR, "transports": {"SHM/direct/direct": [[0, 1]], "P2P/CUMEM": [[1, 2]],
+                                    "NET/Socket/0": [[2, 3], [3, 0]]}}
+    assert diagnose.off_host_transports(ar) == [
+        "NCCL used NET/Socket/0 between ranks 2->3, 3->0 where the class's path is SHM (host memory)"]
+    assert diagnose.off_host_transports({**GOOD_AR, "transports": {"SHM/direct/direct": [[0, 1]]}}) == []
+
+
 def test_link_down_pcie_path_and_slow_pair_are_named():
     p2p = {"topology": {"paths": {"0-1": "NVLINK", "1-0": "NVLINK", "0-2": "PHB", "2-0": "PHB",
                                   "1-2": "NVLINK", "2-1": "NVLINK"}},

@@ -7,7 +7,7 @@ from pathlib import Path
 from signoff import families, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("gpu", "interconnect", "network", "soak", "storage", "training", "versions")
+NAMES = ("fabric", "gpu", "interconnect", "network", "soak", "storage", "training", "versions")
 
 
 def test_every_family_found_with_its_criteria_and_probes():
@@ -15,6 +15,7 @@ def test_every_family_found_with_its_criteria_and_probes():
     crit = families.criteria()
     assert crit["allreduce_busbw"]["family"] == "interconnect"
     assert crit["soak_gpu_temp"]["family"] == "soak" and crit["power_limit"]["family"] == "gpu"
+    assert crit["nvlink_fabric"]["family"] == crit["imex"]["family"] == "fabric"  # no probe: sysinfo's read
     assert set(families.probes()) == {"sysinfo", "allreduce", "p2p", "storage", "netinfo",
                                       "netpair", "soak", "train", "loader", "hostlink", "sdc", "hbm",
                                       "cotenants"}

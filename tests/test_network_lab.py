@@ -18,6 +18,7 @@ from test_lab_acceptance import ROOT, _only, accept, by_key, leftovers
 from signoff import calibrate, profiles
 from signoff import inventory as inv_mod
 from signoff.fleet import Fleet, ProbeError
+from signoff.network import route
 from signoff.results import load as load_results
 from signoff.units import figure
 
@@ -57,12 +58,57 @@ def test_healthy_lab_passes_with_iperf3(lab, tmp_path):
         assert v["measured"] == v["details"]["gbps"] and v["unit"] == "Gb/s"  # veth: no real line rate
         assert v["details"]["fraction"] is None  # of a nominal speed: not shown
     assert r[("multinode_allreduce", "all hosts")]["status"] == "PASS"
+    # the same run's transport: gloo's connections, read from each rank's sockets, leave by the
+    # inventory's data interface (network/route.py)
+    tr = r[("multinode_transport", "all hosts")]
+    assert tr["status"] == "PASS" and tr["measured"] == "gloo/TCP over the data interface", tr
+    used = tr["details"]["used"]["the run: " + route.EXPECTED["data_iface"]]
+    for h in lab.hosts:
+        peers = {p.address for p in lab.hosts if p is not h}
+        assert set(used[h.name][f"gloo/TCP over {h.veth_host}"]) == peers, used  # a connection to each
     # calibrate reads the check's records as its criterion's (signoff.catalog.criterion_of)
     crit, skipped = calibrate.calibrate(res, profiles.load(LAB), 0.9)
     multi = r[("multinode_allreduce", "all hosts")]["measured"]
     assert "multinode_allreduce_busbw" not in skipped and "net_pair_bandwidth" in crit, skipped
     src = crit["multinode_allreduce_busbw"]["source"]
     assert f"the slowest {multi:g} GB/s on all hosts x margin 0.9" in src, src
+
+
+def test_gloo_routed_off_the_data_interface_fails_naming_it(lab, tmp_path):
+    """The data interface holds the address gloo binds, but a route sends the traffic to the peers'
+    data addresses out another interface (here: the data addresses on an interface of their own,
+    /32 routes to them over the lab's veth): the all-reduce runs, and multinode_transport FAILs
+    naming the host, the interface the connection left by and the data interface."""
+    data = {h.name: f"198.18.{lab.hosts.index(h)}.1" for h in lab.hosts}  # RFC 2544 test range
+    for h in lab.hosts:
+        ns = ["ip", "-n", h.netns]
+        # a veth pair inside the host (no dummy module here): dat0 holds the data address
+        subprocess.run([*ns, "link", "add", "dat0", "type", "veth", "peer", "name", "dat0p"], check=True)
+        subprocess.run([*ns, "addr", "add", f"{data[h.name]}/32", "dev", "dat0"], check=True)
+        for end in ("dat0", "dat0p"):
+            subprocess.run([*ns, "link", "set", end, "up"], check=True)
+        for p in lab.hosts:
+            if p is not h:
+                subprocess.run([*ns, "route", "add", f"{data[p.name]}/32", "dev", h.veth_host], check=True)
+    try:
+        inv = inventory(lab, tmp_path, **{h.name: {"data_iface": "dat0"} for h in lab.hosts})
+        rc, res, out = accept(tmp_path, "acceptance/test_network.py", "-k", "multinode_transport",
+                              "--inventory", inv, "--profile", LAB)
+    finally:
+        for h in lab.hosts:  # the lab's other tests use the veths alone
+            subprocess.run(["ip", "-n", h.netns, "link", "del", "dat0"], check=False)
+            for p in lab.hosts:
+                subprocess.run(["ip", "-n", h.netns, "route", "del", f"{data[p.name]}/32"], check=False,
+                               capture_output=True)
+    assert rc != 0, out
+    m = by_key(res)[("multinode_transport", "all hosts")]
+    assert m["status"] == "FAIL", m
+    for h in lab.hosts:
+        # a peer's connection comes from its veth's address (it binds none), its own from dat0's
+        assert re.search(rf"{h.name}: gloo's connection to \S+ leaves by {h.veth_host}"
+                         rf"( \(its address \S+ is \S+'s\))?, not the data interface dat0", m["message"]), m
+    assert f"(its address {data['lab1']} is dat0's)" in m["message"], m["message"]
+    assert "a route sends the traffic" in m["message"], m["message"]
 
 
 def test_builtin_probe_measures_when_asked(lab, tmp_path):

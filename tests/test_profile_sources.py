@@ -28,7 +28,7 @@ def test_concrete_profiles_are_the_shipped_classes():
     assert {"a100-80gb-8x-nvlink", "a100-40gb-8x-nvlink", "a100-80gb-8x-pcie", "a100-40gb-8x-pcie",
             "h100-8x-nvlink", "l40s-8x-pcie", "h200-8x-nvlink", "h200-4x-nvlink", "h200-2x-nvlink",
             "h200-1x", "local", "b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72",
-            "gb300-nvl72"} <= set(CONCRETE)
+            "gb300-nvl72", *EXPORT} <= set(CONCRETE)
 
 
 @pytest.mark.parametrize("name", CONCRETE)
@@ -77,6 +77,51 @@ def test_blackwell_classes_cite_or_derive_every_figure(name):
     assert ("pcie_gen" in p.hardware) is not c2c
     link = p.threshold("host_link_bandwidth")
     assert (link.value == 174) if c2c else (link.value == 48 and link.provisional)
+
+
+# Issue 46: the export and consumer classes, and their NVLinks per GPU (None: PCIe, no NVLink)
+EXPORT = {"h20-8x-nvlink": 18, "h20-3e-8x-nvlink": 18, "h800-8x-nvlink": 8, "a800-80gb-8x-nvlink": 8,
+          "rtx4090-8x-pcie": None, "l20-8x-pcie": None}
+
+
+@pytest.mark.parametrize("name", EXPORT)
+def test_export_and_consumer_classes_cite_or_derive_every_figure(name):
+    """Every criterion a shipped class sets has a figure with its source or a derived rule under
+    provisional:, none uncalibrated, none citing the private notebook; H800 and A800 count 8
+    NVLinks (a count copied from H100's 18 or A100's 12 fails every healthy one); --profile auto
+    picks the class from its NVML name alone (H20 and H20-3e apart)."""
+    p = profiles.load(name)
+    assert not p.uncalibrated, p.uncalibrated
+    assert set(p.criteria) >= set(profiles.load("l40s-8x-pcie").criteria), sorted(
+        set(profiles.load("l40s-8x-pcie").criteria) - set(p.criteria))
+    for t in p.criteria.values():
+        assert t.source and "shared/" not in t.source + t.provisional, t
+        assert not t.provisional or t.provisional.startswith("derived: "), t
+    assert p.hardware.get("nvlinks") == EXPORT[name]
+    assert p.hardware["interconnect"] == ("nvlink" if EXPORT[name] else "pcie")
+    hw = {"gpu_model": p.hardware["gpu_model"], "gpu_count": 8, "nvlink": bool(EXPORT[name])}
+    assert profiles.auto_select(hw).name == name
+
+
+def test_rtx4090_class_has_no_peer_access_nor_ecc_and_fits_its_memory():
+    """The GeForce class's normal state: no GPU peer access (copies and NCCL through host memory),
+    ECC off; the other classes leave both unset (required). Its all-reduce is judged at 1 GiB and
+    its training step at batch 2 (24 GB cards); the keys take booleans only."""
+    p = profiles.load("rtx4090-8x-pcie")
+    assert (p.hardware["peer_access"], p.hardware["ecc"]) == (False, False)
+    assert p.threshold("allreduce_busbw").extra["size"] == "1G" and p.section("training")["batch"] == 2
+    assert "shutdown" in p.threshold("thermal_slowdown").extra and "mem_max" not in p.threshold(
+        "thermal_slowdown").extra
+    for n in set(EXPORT) - {"rtx4090-8x-pcie"}:
+        assert "peer_access" not in profiles.load(n).hardware and "ecc" not in profiles.load(n).hardware
+
+
+@pytest.mark.parametrize("key", ["peer_access", "ecc"])
+def test_the_trait_keys_take_a_boolean(tmp_path, key):
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"hardware: {{{key}: 'no'}}\n")
+    with pytest.raises(InputError, match=re.escape(f"profile {path}: hardware.{key}: expected true, false")):
+        profiles.load("bad", base_dir=tmp_path)
 
 
 def test_b200_power_limit_says_which_set_point_it_judges():

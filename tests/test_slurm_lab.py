@@ -89,6 +89,8 @@ def test_acceptance_suite_passes_over_srun(slurm, tmp_path):
     assert {r["launcher"] for r in res["results"]} == {"srun"}
     multi = by_key(res)[("multinode_allreduce", "all hosts")]
     assert multi["status"] == "PASS" and multi["details"]["launched"] == "srun: 3 nodes x 1 tasks in one step"
+    # the same step's gloo connections, read by each node's rank: on the data interface
+    assert by_key(res)[("multinode_transport", "all hosts")]["status"] == "PASS"
     html = (tmp_path / "report" / "report.html").read_text()
     assert f"Slurm job {launcher['job']}" in html
 

@@ -42,8 +42,9 @@ description: the lab walk-through (local, a shorter multi-node all-reduce sweep)
 criteria:
   multinode_allreduce_busbw: {size: 4M, sweep: [1M, 4M]}
 """
-HARDWARE_NA = r"N\.A\.: {h} (has no NVIDIA GPU \(.*\) and profile \S+ needs none|runs the all-reduce " \
-              r"on gloo \(no GPU\): NCCL transport does not apply)$"
+HARDWARE_NA = r"N\.A\.: {h}( has no NVIDIA GPU \(.*\) and profile \S+ needs none| runs the all-reduce " \
+              r"on gloo \(no GPU\): NCCL transport does not apply|: profile \S+'s class has no multi-node " \
+              r"NVLink domain \(hardware\.nvlink_domain unset\))$"
 
 
 @pytest.fixture(scope="module")

@@ -346,6 +346,100 @@ def _nv(fn, *args):
         return None
 
 
+# NVML's GPU fabric info (nvmlFabricDefs): state 0 not supported, 1 not started, 2 in progress, 3 completed
+FABRIC_STRUCTS = (("v3", "c_nvmlGpuFabricInfo_v3_t", "nvmlDeviceGetGpuFabricInfoV"),
+                  ("v2", "c_nvmlGpuFabricInfoV_t", "nvmlDeviceGetGpuFabricInfoV"),
+                  ("v1", "c_nvmlGpuFabricInfo_t", "nvmlDeviceGetGpuFabricInfo"))
+
+
+def fabric_info(nv, h):
+    """The GPU's registration with its NVLink fabric (NVSwitch fabric manager, an NVL72 rack's
+    switch trays): state, status (an NVML return code, meaningful once completed), the cluster
+    UUID and clique id (NVLink domain and partition), the health mask (v2 and later). The newest
+    struct this nvidia-ml-py and the driver both know: v3, v2, else the first API. error: why none
+    was read; supported False where NVML says the GPU has no fabric (NotSupported)."""
+    import ctypes
+    tried = []
+    for api, cls, fn in FABRIC_STRUCTS:
+        if not (hasattr(nv, cls) and hasattr(nv, fn)):
+            continue
+        info = getattr(nv, cls)()
+        try:
+            getattr(nv, fn)(h, ctypes.byref(info))
+        except Exception as exc:  # noqa: BLE001 - a version the driver lacks: the next one
+            tried.append("%s %s: %s" % (fn, api, _nverr(exc)))
+            if type(exc).__name__ == "NVMLError_NotSupported":  # no fabric: no older struct has one
+                return {"api": None, "state": None, "supported": False, "error": tried[-1]}
+            continue
+        status = int(info.status)
+        out = {"api": api, "supported": int(info.state) != 0, "state": int(info.state), "status": status,
+               "status_text": None if status == 0 else _nverr(_error(nv, status)),
+               "cluster_uuid": _uuid(bytes(bytearray(info.clusterUuid))), "clique_id": int(info.cliqueId),
+               "health_mask": int(info.healthMask) if hasattr(info, "healthMask") else None,
+               "health_summary": int(info.healthSummary) if hasattr(info, "healthSummary") else None,
+               "error": None}
+        return out
+    return {"api": None, "state": None, "supported": None,
+            "error": "; ".join(tried) or "nvidia-ml-py %s has no GPU fabric info call" % _nv_version(nv)}
+
+
+def _error(nv, code):
+    """pynvml's exception for an NVML return code (NVMLError(code) is its subclass for it)."""
+    try:
+        return nv.NVMLError(code)
+    except Exception as exc:  # noqa: BLE001
+        return exc
+
+
+def _nverr(exc):
+    """pynvml's error as 'NVMLError_NotSupported: Not Supported' (its text needs the library)."""
+    try:
+        return "%s: %s" % (type(exc).__name__, exc)
+    except Exception:  # noqa: BLE001
+        return type(exc).__name__
+
+
+def _uuid(raw):
+    x = raw.hex()
+    return "%s-%s-%s-%s-%s" % (x[:8], x[8:12], x[12:16], x[16:20], x[20:32]) if len(x) == 32 else x
+
+
+def _nv_version(nv):
+    try:
+        from importlib.metadata import version
+        return version("nvidia-ml-py")
+    except Exception:  # noqa: BLE001
+        return getattr(nv, "__version__", "?")
+
+
+IMEX_CHANNELS = "nvidia-caps-imex-channels"
+
+
+def imex():
+    """The IMEX daemon's view of its domain, `nvidia-imex-ctl -N -j` (each node of the domain:
+    status, connections; the domain's status), and the IMEX channel devices CUDA imports fabric
+    memory through. ctl None: nvidia-imex-ctl not installed. addresses and hostname: what tells
+    this host's own node among the domain's."""
+    import shutil
+    dev = os.path.join(os.environ.get("SIGNOFF_DEVFS", "/dev"), IMEX_CHANNELS)
+    out = {"ctl": shutil.which("nvidia-imex-ctl"), "domain": None, "error": None,
+           "channel_dir": dev, "channels": _ls(dev), "hostname": platform.node(), "addresses": []}
+    if not out["ctl"]:
+        return out
+    net = _beside("netinfo")
+    if net is not None:
+        out["addresses"] = sorted({a for addrs in net.ipv4_addresses().values() for a in addrs})
+    text, why = _run([out["ctl"], "-N", "-j"], timeout=30)
+    if text is None:
+        out["error"] = why
+        return out
+    try:
+        out["domain"] = json.loads(text)
+    except ValueError:
+        out["error"] = "nvidia-imex-ctl -N -j printed no JSON: %r" % text.strip()[:200]
+    return out
+
+
 def nvlinks(nv, h):
     """Links that exist, how many are up, and those whose state could not be read (never
     dropped: an unreadable link is not a missing one)."""
@@ -511,6 +605,7 @@ def gpu_info(torch_ok):
             except Exception:  # noqa: BLE001 - unreadable: the check ERRORs, never "off"
                 g["mig_current"] = g["mig_pending"] = None
             g["nvlink"] = nvlinks(nv, h)
+            g["fabric"] = fabric_info(nv, h)
             g["power"] = power_limits(nv, h)
             # the peak memory bandwidth a profile of no class judges HBM against (gpu/judge.py)
             mem_clock = getattr(nv, "NVML_CLOCK_MEM", 2)
@@ -759,6 +854,7 @@ def main():
         g["thermal"]["smi"] = smi.get(bdf) or smi.get(bdf[4:]) or {}
     doc["stack"] = stack()
     doc["gpu_nic"] = gpu_nic(nvidia.get("gpus", []))
+    doc["imex"] = imex()
     doc["nvidia"]["pci_devices"] = nvidia_pci_devices()
     doc["nvidia"]["driver_loaded"] = os.path.exists("/proc/driver/nvidia")
     doc["preflight"] = preflight(a.storage_path, a.data_iface)

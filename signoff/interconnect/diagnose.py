@@ -29,6 +29,14 @@ def fallback_transports(allreduce: dict, nvlink: bool) -> list[str]:
             for t, pairs in (allreduce.get("transports") or {}).items() if not t.startswith("P2P")]
 
 
+def off_host_transports(allreduce: dict) -> list[str]:
+    """NCCL transports that leave host memory on a class without GPU peer access (SHM is its
+    path, P2P a driver that offers peer access after all): NET, the network's, is a fallback."""
+    return [f"NCCL used {t} between ranks {', '.join(f'{a}->{b}' for a, b in pairs[:4])} "
+            f"where the class's path is SHM (host memory)"
+            for t, pairs in (allreduce.get("transports") or {}).items() if not t.startswith(("SHM", "P2P"))]
+
+
 def non_nvlink_paths(p2p: dict) -> list[str]:
     paths = (p2p.get("topology") or {}).get("paths") or {}
     slow = sorted(k for k, v in paths.items() if v != "NVLINK")

@@ -14,6 +14,8 @@ import json
 import os
 import re
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -153,28 +155,137 @@ def worker(local_rank, local_world, args, port, out_path):
                          "algbw": round(algbw, 3),
                          "busbw": round(algbw * 2 * (world - 1) / world, 3), "correct": ok})
         if local_rank == 0:
+            # gloo across hosts: the connections it holds, and the interface each leaves by
+            links = {"links": gloo_links(port)} if not cuda and args.nnodes > 1 else {}
             with open(out_path, "w") as f:
-                json.dump({"rows": rows, "graphs": use_graph}, f)
+                json.dump({"rows": rows, "graphs": use_graph, **links}, f)
     finally:
         dist.destroy_process_group()
 
 
-def nccl_transports(logdir):
-    """What NCCL reported it used between ranks ('via P2P/CUMEM', 'via SHM', 'via NET/IB')."""
-    found, lines = {}, []
-    for name in sorted(os.listdir(logdir)):
-        if not name.startswith("nccl."):
+# A channel line, every format NCCL has printed: "Channel 00/0 : 3[3] -> 4[0] [send] via NET/IB/0/GDRDMA"
+# (2.12+: the connection index, [send]/[receive] on NET lines), "Channel 06 : 0[31000] -> 4[31000] via
+# NET/Socket/0" (older: bus ids), "Ring 00 : 7 -> 8 [receive] via NET/AWS Libfabric/0" (2.4: no
+# device, a plugin's name with a space), "via P2P/direct pointer": the rest of the line is the transport.
+CHANNEL = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : (\d+)(?:\[[0-9a-fA-F]+\])? -> "
+                     r"(\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?:send|receive)\])? via (.+?)\s*$")
+
+
+def parse_nccl_log(lines):
+    """What NCCL said it used (NCCL_DEBUG=INFO text): transports ({"P2P/CUMEM": [[0, 1], ...],
+    "NET/IB/0/GDRDMA": ...}, rank -> rank), the network it loaded ("Using network IB"), the
+    interfaces its socket transport uses ("NET/Socket : Using [0]eth1:10.0.0.2<0>"), the MNNVL flag
+    of each communicator ("comm 0x.. rank 0 nRanks 8 nNodes 2 ... MNNVL 0"), and the lines kept."""
+    found, kept, net = {}, [], {"network": set(), "socket_ifaces": set(), "mnnvl": set()}
+    for line in lines:
+        m = CHANNEL.search(line)
+        if m:
+            found.setdefault(m.group(3), set()).add((int(m.group(1)), int(m.group(2))))
+            if len(kept) < 40:
+                kept.append(line.strip())
             continue
-        with open(os.path.join(logdir, name), errors="replace") as f:
-            for line in f:
-                m = re.search(r"Channel \d+/\d+ : (\d+)\[\d+\] -> (\d+)\[\d+\] via (\S+)", line)
-                if m:
-                    found.setdefault(m.group(3), set()).add((int(m.group(1)), int(m.group(2))))
-                    if len(lines) < 40:
-                        lines.append(line.strip())
-                elif re.search(r"NCCL version|NVLS|Connected all rings|comm 0x", line) and len(lines) < 40:
-                    lines.append(line.strip())
-    return {k: sorted(v) for k, v in found.items()}, lines
+        u = re.search(r"Using network (.+?)\s*$", line)
+        if u:
+            net["network"].add(u.group(1))
+        if "NET/Socket : Using" in line:
+            net["socket_ifaces"].update(re.findall(r"\[\d+\]([^:\s]+):", line))
+        mn = re.search(r"nNodes \d+ .*\bMNNVL (\d)\b", line)
+        if mn:
+            net["mnnvl"].add(int(mn.group(1)))
+        if re.search(r"NCCL version|NVLS|MNNVL|Using network|NET/\w+ : Using|Connected all rings|comm 0x",
+                     line) and len(kept) < 40:
+            kept.append(line.strip())
+    return ({k: sorted(v) for k, v in found.items()}, {k: sorted(v) for k, v in net.items()}, kept)
+
+
+def nccl_transports(logdir):
+    """What NCCL reported it used between ranks ('via P2P/CUMEM', 'via SHM', 'via NET/IB'), read
+    from every rank's NCCL_DEBUG_FILE: (transports, network, lines) as parse_nccl_log."""
+    lines = []
+    for name in sorted(os.listdir(logdir)):
+        if name.startswith("nccl."):
+            with open(os.path.join(logdir, name), errors="replace") as f:
+                lines.extend(f)
+    return parse_nccl_log(lines)
+
+
+def _addr(hexaddr):
+    """/proc/net/tcp's address: IPv4 one little-endian word, IPv6 four."""
+    raw = bytes.fromhex(hexaddr)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    ip = socket.inet_ntop(socket.AF_INET6, words)
+    return ip[7:] if ip.startswith("::ffff:") and "." in ip else ip  # an IPv4-mapped peer
+
+
+def own_addresses():
+    """Address -> the interface that holds it (IPv4 by SIOCGIFADDR, IPv6 from if_inet6)."""
+    import fcntl
+    import struct
+    out = {}
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for _, name in socket.if_nameindex():
+            try:
+                req = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+                out[socket.inet_ntoa(req[20:24])] = name
+            except OSError:
+                pass
+    finally:
+        s.close()
+    try:
+        with open("/proc/self/net/if_inet6") as f:
+            for row in f:
+                p = row.split()
+                out[socket.inet_ntop(socket.AF_INET6, bytes.fromhex(p[0]))] = p[5]
+    except OSError:
+        pass
+    return out
+
+
+def egress(local, remote, holds):
+    """The interface the kernel sends local -> remote by (`ip route get`: a route may send a
+    data address's traffic out another interface); the one holding `local` where ip is missing."""
+    try:
+        out = subprocess.run(["ip", "-o", "route", "get", remote, "from", local], capture_output=True,
+                             text=True, timeout=5).stdout
+        m = re.search(r"\bdev (\S+)", out)
+        if m:
+            return m.group(1)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return holds
+
+
+def gloo_links(store_port):
+    """This process's TCP connections to other hosts: gloo's pairs (the store's connection, to
+    store_port, left out), each with the local and remote address and the interface it leaves by."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            m = re.fullmatch(r"socket:\[(\d+)\]", os.readlink("/proc/self/fd/" + fd))
+        except OSError:
+            continue
+        if m:
+            inodes.add(m.group(1))
+    own, links = own_addresses(), []
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = [r.split() for r in f.readlines()[1:]]
+        except OSError:
+            continue
+        for r in rows:
+            if len(r) < 10 or r[3] != "01" or r[9] not in inodes:  # 01: ESTABLISHED
+                continue
+            (lh, _lp), (rh, rp) = r[1].split(":"), r[2].split(":")
+            local, remote = _addr(lh), _addr(rh)
+            if int(rp, 16) == store_port or remote in own or remote.startswith("127."):
+                continue
+            links.append({"local": local, "remote": remote, "holds": own.get(local),
+                          "iface": egress(local, remote, own.get(local))})
+    return links
 
 
 def main():
@@ -277,7 +388,7 @@ def main():
     doc["elapsed_s"] = round(time.time() - t0, 2)
     doc.update(seen.stop() if seen else {})
     if args.backend == "nccl":
-        doc["transports"], doc["nccl_log"] = nccl_transports(logdir)
+        doc["transports"], doc["nccl_net"], doc["nccl_log"] = nccl_transports(logdir)
     shutil.rmtree(logdir, ignore_errors=True)  # run by hand, nothing is left in the cwd
     print(json.dumps(doc))
     return 1 if "error" in doc else 0

@@ -20,11 +20,26 @@ CRITERIA = {
     # its NICs x their rate), both read in the run (judge.node_bound)
     "multinode_allreduce_busbw": {"type": "number", "extra": ("size", "sweep", "algo"), "retry": True,
                                   "derived": {"node_bound": "x node bound"}},
+    # which transport the multi-node all-reduce's traffic between nodes took (route.py): NET (NCCL's
+    # network plugin over RDMA: IB, RoCE, EFA; never NET/Socket), MNNVL (P2P over a multi-node NVLink
+    # domain; `without_mnnvl`: what a second run with MNNVL and NVLS off must use), or data_iface
+    # (gloo's connections, NCCL's sockets, on the inventory's data interface)
+    "multinode_transport": {"type": "name", "ops": ("equals",), "extra": ("without_mnnvl",),
+                            "with_limit": ("without_mnnvl",)},
 }
+TRANSPORTS = ("NET", "MNNVL", "data_iface")
 PLUGIN = "signoff.network.plugin"
 
 
 def check_extra(name: str, value, extra: dict, where: str) -> None:
+    if name == "multinode_transport":
+        if value not in TRANSPORTS:
+            raise InputError(f"{where}.equals: expected one of {', '.join(TRANSPORTS)}, got {value!r}")
+        other = extra.get("without_mnnvl")
+        if other not in (None, "NET") or (other and value != "MNNVL"):
+            raise InputError(f"{where}.without_mnnvl: NET, and only beside equals: MNNVL (the run with MNNVL "
+                             f"and NVLS off), got {other!r}")
+        return
     if name == "multinode_allreduce_busbw":
         from signoff.interconnect import check_sweep
         check_sweep(extra, where)
@@ -90,7 +105,8 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     except ProbeError as exc:  # the very error these checks raise in the run
         # nic_link on an InfiniBand fabric reads the ports, not the interface; the others
         # listen, or rendezvous (the multi-node all-reduce, the training step over nodes), on it
-        multi = ("net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes") if ctx.hosts > 1 else ()
+        multi = ("net_pair_bandwidth", "multinode_allreduce", "multinode_transport",
+                 "train_scaling_nodes") if ctx.hosts > 1 else ()
         checks = ctx.checks(*(() if rdma_fabric else ("nic_link",)), *multi)
         if checks:
             warned.append(f"{', '.join(checks)} ERROR: {str(exc).removeprefix(f'{host.name}: ')}")

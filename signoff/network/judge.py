@@ -196,6 +196,10 @@ def pair_cause(pair: tuple[str, str], pairs: list, figures: dict, t) -> str:
     return "a slow link, NIC, cable or switch port on this path"
 
 
+# what each host's document says of the transport between nodes (route.judge reads them)
+ROUTE_KEYS = ("backend", "local_ranks", "node_rank", "transports", "nccl_net", "links", "nccl_env")
+
+
 def summarise(outcome: dict, names: list[str], first: str | None = None,
               killed: set | None = None, probe: str = "allreduce") -> dict:
     """One document for the collective; on failure, name the hosts that caused it:
@@ -206,6 +210,7 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
     killed = killed or set()
     states, doc, culprits, progress = {}, None, [], {}
     beside = {}  # each host's other processes on its GPUs (signoff/cotenants.py), where sampled
+    routes = {}  # each host's record of the transport its ranks used (route.py)
     for name in names:
         r = outcome[name]
         if isinstance(r, (HostUnreachable, ProbeError)):
@@ -219,6 +224,7 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
         if r.ok:
             own_doc = parse_probe_output(name, probe, r)
             doc = doc or own_doc
+            routes[name] = {k: own_doc[k] for k in ROUTE_KEYS if k in own_doc}
             if own_doc.get("cotenants") is not None:
                 beside[name] = [{**e, "host": name} for e in own_doc["cotenants"]]
             states[name] = "ok"
@@ -237,7 +243,7 @@ def summarise(outcome: dict, names: list[str], first: str | None = None,
             states[name] = (f"exit {r.rc} after joining: {last}" if joined
                             else f"exit {r.rc} before joining: {last}")
     if doc and all(v == "ok" for v in states.values()):
-        return {"ok": True, "doc": doc, "states": states,
+        return {"ok": True, "doc": doc, "states": states, "hosts": routes,
                 **({"cotenants": [e for es in beside.values() for e in es]} if beside else {})}
     if not culprits and first:
         # a rank that lost its connection to the store or a peer ("Failed to recv, got 0 bytes")

@@ -178,7 +178,7 @@ class Network:
                    again: bool = False) -> dict:
         """Probe `probe` (with probe_allreduce's rendezvous arguments: --nnodes, --node-rank,
         --master-addr, --master-port, --timeout, --nprocs) on every host at once, as allreduce()."""
-        key = (tuple(names), probe, tuple(args))
+        key = (tuple(names), probe, tuple(args), tuple(sorted(env.items())))  # NVLS/MNNVL off: its own run
         if key in self._collective and not again:
             return self._collective[key]
         dead = self.dead(names)

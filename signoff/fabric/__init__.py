@@ -1,0 +1,25 @@
+"""The NVLink fabric (issue 43): every GPU's registration with its fabric (NVML's GPU fabric
+info, read by the sysinfo probe: signoff/gpu/probe_sysinfo.py fabric_info()), the NVLink domain
+the run's hosts form (one cluster UUID and clique id per domain, the declared number of GPUs),
+and IMEX (`nvidia-imex-ctl -N -j`, the channel devices) where the class spans trays with one
+NVLink domain. Judged in acceptance/test_fabric.py (signoff/fabric/judge.py)."""
+
+from signoff import InputError
+
+CRITERIA = {
+    # GPUs whose fabric registration did not complete with status SUCCESS or whose health mask
+    # is not clean; on classes with hardware.nvlink_fabric (NVSwitch HGX, NVL72 trays)
+    "nvlink_fabric": {"type": "number", "ops": ("max",)},
+    # NVLink domains (cluster UUID + clique id) of the run that do not hold hardware.nvlink_domain
+    # GPUs, or hold a tray split across domains
+    "nvlink_domain": {"type": "number", "ops": ("max",)},
+    # faults of a tray's IMEX daemon (not READY, a peer not CONNECTED, domain not UP, no channel);
+    # per_job: true where the site starts IMEX per job (Kubernetes DRA ComputeDomain, a Slurm
+    # prolog): an idle tray without a daemon is then N.A. saying what was not judged
+    "imex": {"type": "number", "ops": ("max",), "extra": ("per_job",)},
+}
+
+
+def check_extra(name: str, value, extra: dict, where: str) -> None:
+    if name == "imex" and "per_job" in extra and not isinstance(extra["per_job"], bool):
+        raise InputError(f"{where}.per_job: expected true or false, got {extra['per_job']!r}")

@@ -1,0 +1,325 @@
+"""The NVLink fabric (issue 43 part 2): each GPU's fabric registration, the NVLink domain of the
+run's trays, IMEX.
+
+No NVSwitch, NVL72 rack or IMEX daemon exists here: the fabric read is the real sysinfo probe's
+fabric_info() on a fake NVML (tests/fake_nvml.py), IMEX the document nvidia-imex-ctl prints
+(tests/fabric_fake.py). The recorded runs are real `pytest acceptance/` runs over recorded hosts
+answered in the controller's process (tests/recorded/recorded_hosts.py): 18 GB200 trays of one
+rack, HGX H100 nodes; everything but the host's side (inventory, fleet, --profile auto, judging,
+results.json) runs for real."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import fabric_fake as ff
+import pytest
+from fake_nvml import FakeGPU, FakeNV
+from test_classes_recorded import kernel_log, measurements, recorded, sysinfo
+
+from signoff.fabric import judge
+from signoff.results import load as load_results
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAYS = [f"tray{k:02d}" for k in range(1, 19)]
+CHECKS = "nvlink_fabric or nvlink_domain or imex"
+
+
+# ------------------------------------------------------------------ the read (fake NVML)
+
+
+def test_fabric_read_of_each_struct_version_the_driver_knows():
+    """The probe asks for the newest struct (v3) and steps down to what the driver knows (v2:
+    a version mismatch; v1: nvmlDeviceGetGpuFabricInfoV missing), keeping every field it has."""
+    f = ff.fabric(mask=ff.DEGRADED_BW)
+    for api, mask in (("v3", ff.DEGRADED_BW), ("v2", ff.DEGRADED_BW), ("v1", None)):
+        got = ff.read([f], api=api)[0]
+        assert got["api"] == api and got["state"] == 3 and got["status"] == 0 and got["clique_id"] == 1
+        assert got["cluster_uuid"] == "5c3a1e2f-9b7d-4c8a-a1b2-c3d4e5f60718" and got["health_mask"] == mask
+    assert judge.gpu_fault(ff.read([f])[0]) == "fabric health: degraded bandwidth"
+    assert judge.gpu_fault(ff.read([f], api="v1")[0]) is None  # v1 has no health mask to judge
+
+
+def test_fabric_read_tolerates_a_gpu_without_fabric_and_a_library_without_driver():
+    """NotSupported (a PCIe GPU, a driver without the call on that GPU) is kept with its reason,
+    never a crash; so is the real nvidia-ml-py without a driver (this machine); so is a
+    nvidia-ml-py too old to have the call."""
+    got = ff.read([None])[0]
+    assert got["supported"] is False and got["state"] is None and "NVMLError_NotSupported" in got["error"]
+    assert judge.unread(got) and "NotSupported" in judge.unread(got)
+    pynvml = pytest.importorskip("pynvml")
+    real = ff.sysinfo_probe.fabric_info(pynvml, None)  # no nvmlInit: every call raises
+    assert real["state"] is None and real["error"] and judge.unread(real)
+    old = ff.sysinfo_probe.fabric_info(object(), None)
+    assert old["state"] is None and "has no GPU fabric info call" in old["error"]
+
+
+def test_fabric_state_status_and_health_mask_judged():
+    """Not started (an HGX fabric manager down), in progress, a failed status once completed, each
+    health fault and an incorrect configuration are named; a clean v3 mask and a completed HGX
+    registration pass; the global fabric manager's connection is reported."""
+    cases = [(ff.FM_DOWN, "fabric state not started (registration not completed)"),
+             (ff.fabric(state=2), "fabric state in progress (registration not completed)"),
+             (ff.fabric(status=5), "fabric registration completed with status"),
+             (ff.fabric(mask=ff.CLEAN & ~(0x3 << 4) | 1 << 4), "fabric health: route unhealthy"),
+             (ff.fabric(mask=ff.CLEAN & ~(0xF << 8) | 5 << 8),
+              "fabric health: incorrect configuration: insufficient NVLinks")]
+    for fab, text in cases:
+        assert text in judge.gpu_fault(ff.read([fab])[0]), (fab, text)
+    assert judge.gpu_fault(ff.read([ff.fabric()])[0]) is None
+    assert judge.gpu_fault(ff.read([ff.HGX])[0]) is None
+    assert judge.gfm(ff.CLEAN) == "connected"
+
+
+def test_domain_judgement_names_the_tray_out_of_place():
+    """The pure fleet judgement: 18 trays in one domain pass; 17 trays (one missing from the run)
+    leave a domain of 68 GPUs, said with the 4 missing; a tray of another cluster is named as
+    such; a tray split over two partitions is named with its GPUs."""
+    def rack(n=18, **odd):
+        return {t: [dict(ff.read([odd.get(t, ff.fabric())])[0]) for _ in range(4)] for t in TRAYS[:n]}
+    ok = judge.domains(rack(), 72, [])
+    assert ok["figure"] == 0 and not ok["faults"] and not ok["short"] and ok["groups"][0]["gpus"] == 72
+    short = judge.domains(rack(17), 72, [])
+    assert short["figure"] == 1 and not short["faults"]
+    assert "clique 1 holds 68 GPUs of the run (17 trays: tray[01-17]), 72 declared " \
+           "(hardware.nvlink_domain): 4 GPUs missing" in short["short"][0]
+    other = judge.domains(rack(tray05=ff.fabric(uuid=ff.OTHER_RACK)), 72, [])
+    assert other["figure"] == 2
+    assert other["faults"][0].startswith("tray05: in another NVLink domain (cluster UUID) than the run's "
+                                         "other trays: cluster 9e8d7c6b-"), other["faults"]
+    hosts = rack()
+    hosts["tray09"][3] = ff.read([ff.fabric(clique=2)])[0]
+    split = judge.domains(hosts, 72, [])
+    assert "tray09: its GPUs in 2 NVLink domains: GPU 0, 1, 2 in cluster" in split["faults"][0]
+    assert judge.domains(rack(), 8, [])["faults"][0].endswith("a larger partition than the profile says")
+
+
+def test_imex_judgement():
+    """From a tray's own view: a disconnected peer is named by address and tray, a domain not UP,
+    fewer nodes than trays and a missing channel device each said; a healthy view has none."""
+    names = {f"10.0.0.{k + 1}": t for k, t in enumerate(TRAYS)}
+    assert judge.imex_faults(ff.imex(TRAYS, 10), 18, names) == []
+    bad = judge.imex_faults(ff.imex(TRAYS, 10, down={(10, 11): "DISCONNECTED"}, status="DEGRADED",
+                                    channels=()), 18, names)
+    assert bad[0] == "IMEX domain status DEGRADED, not UP"
+    assert "IMEX peer 10.0.0.12 (tray12) DISCONNECTED" in bad
+    assert bad[-1].startswith("no IMEX channel device in /dev/nvidia-caps-imex-channels")
+    assert "the IMEX domain lists 17 nodes, the NVLink domain has 18 trays" in \
+        judge.imex_faults(ff.imex(TRAYS[:17], 0), 18, names)[0]
+
+
+def test_imex_read_runs_nvidia_imex_ctl(tmp_path, monkeypatch):
+    """The probe runs `nvidia-imex-ctl -N -j` where it is installed (here a script printing a
+    recorded view) and lists the channel devices; without it, says so; a daemon that does not
+    answer is its error."""
+    doc = ff.imex(TRAYS, 0)["domain"]
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    view = tmp_path / "view.json"
+    (bin_ / "nvidia-imex-ctl").write_text(f"#!/bin/sh\n[ \"$*\" = '-N -j' ] && cat {view}\n")
+    (bin_ / "nvidia-imex-ctl").chmod(0o755)
+    view.write_text(json.dumps(doc))
+    (tmp_path / "dev" / "nvidia-caps-imex-channels").mkdir(parents=True)
+    (tmp_path / "dev" / "nvidia-caps-imex-channels" / "channel0").write_text("")
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    monkeypatch.setenv("SIGNOFF_DEVFS", str(tmp_path / "dev"))
+    got = ff.sysinfo_probe.imex()
+    assert got["domain"] == doc and got["channels"] == ["channel0"] and got["error"] is None
+    view.unlink()  # the daemon down: imex-ctl fails
+    assert "nvidia-imex-ctl exit" in ff.sysinfo_probe.imex()["error"]
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert ff.sysinfo_probe.imex()["ctl"] is None
+
+
+def test_fake_nvml_fabric_matches_nvidia_ml_py():
+    """The fake's structs are nvidia-ml-py's, field for field (so the probe reads them alike)."""
+    pynvml = pytest.importorskip("pynvml")
+    for name in ("c_nvmlGpuFabricInfo_t", "c_nvmlGpuFabricInfoV_t", "c_nvmlGpuFabricInfo_v3_t"):
+        if hasattr(pynvml, name):
+            fields = [f[0] for f in getattr(pynvml, name)._fields_]
+            assert [f[0] for f in getattr(FakeNV, name)._fields_] == fields, name
+    assert FakeGPU(0).fabric is None
+
+
+# ------------------------------------------------------------------ recorded runs
+
+
+def recorded_run(tmp: Path, cls: str, hosts: dict[str, dict], profile: str = "auto") -> tuple[int, dict, str]:
+    """`pytest acceptance/test_fabric.py acceptance/test_gpu_health.py -k <fabric checks>` on
+    recorded hosts of class `cls`, each host's sysinfo with its own keys put over the class's."""
+    one, two = recorded()
+    rec = measurements(cls, sysinfo(cls, one), one, two)
+    log = tmp / "kern.log"
+    log.write_text(kernel_log(rec["sysinfo"]))
+    (tmp / "hosts.json").write_text(json.dumps({"record": {**rec, "kernel_log": str(log)},
+                                                "hosts": {h: {"sysinfo": s} for h, s in hosts.items()}}))
+    inv = tmp / "inv.yaml"
+    inv.write_text("hosts:\n" + "".join(f"  - {{name: {h}, address: {h}.recorded}}\n" for h in hosts))
+    env = {**os.environ, "SIGNOFF_RECORDED_HOSTS": str(tmp / "hosts.json"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "recorded"),
+                                          str(ROOT / "tests" / "recorded" / "classes"), str(ROOT)])}
+    rd = tmp / "report"
+    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_fabric.py", "-q", "-p",
+                        "recorded_hosts", "-p", "no:cacheprovider", "-p", "no:html", "--partial", "-k",
+                        CHECKS, "--inventory", str(inv), "--profile", profile, "--report-dir", str(rd)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert (rd / "results.json").exists(), p.stdout[-3000:] + p.stderr[-3000:]
+    return p.returncode, load_results(rd / "results.json"), p.stdout[-3000:]
+
+
+def rack(cls: str, odd: dict | None = None, imex: dict | None = None) -> dict[str, dict]:
+    """18 trays of one rack (cluster ff.RACK, clique 1): tray -> its sysinfo keys; odd: tray ->
+    its 4 GPUs' fabric (fake NVML); imex: tray -> its IMEX record."""
+    one = recorded()[0]
+    gpus = sysinfo(cls, one)["nvidia"]["gpus"]
+    out = {}
+    for k, t in enumerate(TRAYS):
+        mine = copy.deepcopy(gpus)
+        for g, fab in zip(mine, ff.read((odd or {}).get(t, [ff.fabric()] * 4))):
+            g["fabric"] = fab
+        out[t] = {"nvidia": {"gpus": mine}, "imex": (imex or {}).get(t, ff.imex(TRAYS, k))}
+    return out
+
+
+def statuses(doc: dict) -> dict:
+    return {(r["criterion"], r["host"]): r for r in doc["results"]}
+
+
+def test_recorded_gb200_rack_of_18_trays_passes(tmp_path):
+    """18 healthy GB200 trays of one rack under --profile auto (fake NVML: the rack does not
+    exist here): every GPU's fabric, the domain of 72 GPUs and every tray's IMEX PASS."""
+    rc, doc, out = recorded_run(tmp_path, "gb200-nvl72", rack("gb200-nvl72"))
+    assert doc["meta"]["profile"] == "gb200-nvl72", out
+    res = statuses(doc)
+    assert len(res) == 18 + 1 + 18, sorted(res)
+    assert {r["status"] for r in res.values()} == {"PASS"}, {k: r["message"] for k, r in res.items()
+                                                            if r["status"] != "PASS"}
+    assert res[("nvlink_domain", "all hosts")]["details"]["groups"][0]["gpus"] == 72
+    assert rc == 0
+
+
+def test_recorded_gb200_rack_faults_fail_naming_tray_gpu_and_cause(tmp_path):
+    """The same rack (fake NVML) with one fault each: tray03 GPU 2's registration in progress,
+    tray07 GPU 1's degraded-bandwidth bit, tray05 registered with another rack's cluster UUID,
+    tray11's IMEX peer tray12 disconnected. Each FAILs naming tray, GPU (or peer) and cause; the
+    other trays PASS."""
+    odd = {"tray03": [ff.fabric(), ff.fabric(), ff.fabric(state=2), ff.fabric()],
+           "tray07": [ff.fabric(), ff.fabric(mask=ff.DEGRADED_BW), ff.fabric(), ff.fabric()],
+           "tray05": [ff.fabric(uuid=ff.OTHER_RACK)] * 4}
+    imex = {"tray11": ff.imex(TRAYS, 10, down={(10, 11): "DISCONNECTED"})}
+    rc, doc, out = recorded_run(tmp_path, "gb200-nvl72", rack("gb200-nvl72", odd, imex))
+    res = statuses(doc)
+    r = res[("nvlink_fabric", "tray03")]
+    assert r["status"] == "FAIL" and "tray03: GPU 2 fabric state in progress (registration not completed)" \
+        in r["message"], r
+    assert "likely cause: the rack's NVLink fabric" in r["message"]
+    r = res[("nvlink_fabric", "tray07")]
+    assert r["status"] == "FAIL" and "tray07: GPU 1 fabric health: degraded bandwidth" in r["message"], r
+    assert not any(f"GPU {i} fabric" in r["message"] for i in (0, 2, 3)), r["message"]
+    r = res[("nvlink_domain", "all hosts")]
+    assert r["status"] == "FAIL", r
+    assert "tray03 GPU 2: in no NVLink domain (fabric state in progress" in r["message"], r["message"]
+    assert "tray05: in another NVLink domain (cluster UUID) than the run's other trays: cluster 9e8d7c6b-" \
+           "5a49-3827-1605-f4e3d2c1b0a9 clique 1 holds 4 GPUs of the run, 72 declared" in r["message"]
+    assert "holds 67 GPUs of the run (17 trays: tray[01-04,06-18]), 72 declared" in r["message"]
+    r = res[("imex", "tray11")]
+    assert r["status"] == "FAIL" and "tray11: IMEX peer 10.0.0.12 (tray12) DISCONNECTED" in r["message"], r
+    bad = {k for k, r in res.items() if r["status"] != "PASS"}
+    assert bad == {("nvlink_fabric", "tray03"), ("nvlink_fabric", "tray07"), ("nvlink_domain", "all hosts"),
+                   ("imex", "tray11")}, bad
+    assert rc == 1 and doc["verdict"] == "FAIL"
+
+
+PER_JOB = """extends: gb200-nvl72
+criteria:
+  imex: {max: 0, per_job: true, unit: "IMEX faults", source: "this site starts IMEX per job (a test profile)"}
+"""
+
+
+def test_recorded_gb200_partition_of_68_fails_and_per_job_imex_is_not_judged_idle(tmp_path):
+    """18 trays (fake NVML), tray18's GPUs in clique 2 of the same cluster: the partition of the
+    other 17 holds 68 GPUs, 72 declared: nvlink_domain FAILs naming tray18 and the 68. The site
+    starts IMEX per job and no daemon runs at idle: imex is N.A. on every tray saying what it did
+    not judge, never a PASS and never a FAIL of an idle rack."""
+    site = tmp_path / "site.yaml"
+    site.write_text(PER_JOB)
+    hosts = rack("gb200-nvl72", {"tray18": [ff.fabric(clique=2)] * 4},
+                 {t: dict(ff.NO_IMEX, hostname=t) for t in TRAYS})
+    rc, doc, out = recorded_run(tmp_path, "gb200-nvl72", hosts, profile=str(site))
+    res = statuses(doc)
+    r = res[("nvlink_domain", "all hosts")]
+    assert r["status"] == "FAIL", r
+    assert "tray18: in another partition (clique) than the run's other trays: cluster 5c3a1e2f-" \
+           "9b7d-4c8a-a1b2-c3d4e5f60718 clique 2 holds 4 GPUs of the run, 72 declared" in r["message"]
+    assert "clique 1 holds 68 GPUs of the run (17 trays: tray[01-17]), 72 declared " \
+           "(hardware.nvlink_domain): 4 GPUs missing" in r["message"], r["message"]
+    imex = [r for (c, _), r in res.items() if c == "imex"]
+    assert len(imex) == 18 and {r["status"] for r in imex} == {"N.A."}
+    assert "IMEX is started per job on this site" in imex[0]["message"]
+    assert "nvidia-imex-ctl not installed" in imex[0]["message"] and "not judged here" in imex[0]["message"]
+
+
+def test_recorded_h100_with_fabric_manager_down_fails_and_unreadable_fabric_errors(tmp_path):
+    """Two recorded HGX H100 nodes (fake NVML) under --profile auto: on h100a the fabric manager
+    is down (every GPU NOT_STARTED): nvlink_fabric FAILs naming every GPU and the fabric manager;
+    on h100b NVML gives no fabric state (NotSupported, an older driver): ERROR, never a PASS,
+    on a class whose GPUs sit on a fabric. The domain and IMEX checks are N.A. (no rack)."""
+    one = recorded()[0]
+    gpus = sysinfo("h100-8x-nvlink", one)["nvidia"]["gpus"]
+    hosts = {}
+    for name, fab in (("h100a", ff.FM_DOWN), ("h100b", None)):
+        mine = copy.deepcopy(gpus)
+        for g, f in zip(mine, ff.read([fab] * 8)):
+            g["fabric"] = f
+        hosts[name] = {"nvidia": {"gpus": mine}}
+    rc, doc, out = recorded_run(tmp_path, "h100-8x-nvlink", hosts)
+    assert doc["meta"]["profile"] == "h100-8x-nvlink", out
+    res = statuses(doc)
+    r = res[("nvlink_fabric", "h100a")]
+    assert r["status"] == "FAIL", r
+    for i in range(8):
+        assert f"GPU {i} fabric state not started (registration not completed)" in r["message"]
+    assert "likely cause: the fabric manager (nvidia-fabricmanager) not running" in r["message"]
+    r = res[("nvlink_fabric", "h100b")]
+    assert r["status"] == "ERROR" and "h100b: no GPU fabric state for GPU 0 (nvmlDeviceGetGpuFabricInfoV " \
+        "v3: NVMLError_NotSupported" in r["message"], r
+    assert res[("nvlink_domain", "all hosts")]["status"] == "N.A."
+    assert {res[("imex", h)]["status"] for h in hosts} == {"N.A."}
+
+
+def test_recorded_host_under_local_is_not_judged_for_a_fabric(tmp_path):
+    """An HGX H100 whose GPUs report a completed fabric, under --profile local (no class, so no
+    fabric it must have): N.A. with the reason, saying what NVML reports."""
+    one = recorded()[0]
+    gpus = sysinfo("h100-8x-nvlink", one)["nvidia"]["gpus"]
+    rc, doc, out = recorded_run(tmp_path, "h100-8x-nvlink", {"node": {"nvidia": {"gpus": gpus}}},
+                                profile="local")
+    r = statuses(doc)[("nvlink_fabric", "node")]
+    assert r["status"] == "N.A." and "profile local's class declares no NVLink fabric" in r["message"], r
+    assert "NVML reports fabric state completed (not judged)" in r["message"]
+
+
+def test_plan_of_a_gb200_rack_lists_the_fabric_checks_with_thresholds():
+    """`signoff plan --profile gb200-nvl72 --hosts 'tray[01-18]' --no-contact` (issue 43): the
+    fabric and IMEX checks per tray, the domain once over all trays, each with its threshold and
+    the profile file it comes from (`signoff show-profile` prints the source text)."""
+    p = subprocess.run([sys.executable, "-m", "signoff", "plan", "--profile", "gb200-nvl72", "--hosts",
+                        "tray[01-18]", "--no-contact"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    per_host, once = out.split("per host, on each of tray[01-18]:")[1].split("once, over all hosts at once:")
+    assert "nvlink_fabric <= 0 GPUs [thresholds/nvidia-base.yaml]" in per_host
+    assert "hardware.nvlink_fabric: True" in per_host
+    assert "imex <= 0 IMEX faults [thresholds/nvidia-base.yaml]" in per_host
+    assert "hardware.nvlink_domain: 72; hardware.gpu_count: 4; nvlink_domain <= 0 domains not whole " \
+           "[thresholds/nvidia-base.yaml]" in once
+    shown = subprocess.run([sys.executable, "-m", "signoff", "show-profile", "gb200-nvl72"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120).stdout
+    for text in ("docs.nvidia.com/deploy/nvml-api/group__nvmlFabricDefs.html", "mnnvl-user-guide",
+                 "docs.nvidia.com/multi-node-nvlink-systems/imex-guide"):
+        assert text in shown, text
