@@ -30,6 +30,9 @@ def recorded_run(tmp_path: Path, change=None) -> Path:
         elif r["criterion"] == "xid_history":  # injected: a kernel log that covers the window
             r.update(status="PASS", measured=0)
     doc["verdict"] = "PASS"
+    # recorded in a checkout at /work/main: as if in this one (another checkout on this machine,
+    # with other profiles in it, is not the one under test)
+    doc["meta"]["profile_path"] = str(ROOT / "thresholds" / "h200-1x.yaml")
     if change:
         change(doc)
     d = tmp_path / "run"
