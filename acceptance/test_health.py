@@ -13,6 +13,8 @@ from signoff.soak.plugin import soaked
 
 RULE = "signoff acceptance rule"
 COUNTERS = ("SemiAnalysis ClusterMAX's passive PCIe / link-flap / IB-counter monitoring (clustermax.ai); "
+            "Meta GCM's check-dcgmi nvlink (NVLink CRC, replay, recovery thresholds 0 by default: "
+            "facebookresearch.github.io/gcm/docs/GCM_Health_Checks/health_checks/check-dcgmi/nvlink); "
             "signoff rule: no error counter grows during the sign-off")
 XID_RUN = ("DCGM fails on XID 63; signoff rule (docs/thresholds.md), as soak_errors: no XID of any code "
            "in the kernel log while the suite loads the GPUs")
@@ -82,10 +84,12 @@ def test_xid_during_run(host, gpus, check, health):
                   "for the code", details={**doc, "run_start": end})
 
 
-def test_error_counters(host, check, health):
+def test_error_counters(host, profile, check, health):
     """Runs last (signoff/gpu/plugin.py): every InfiniBand port's symbol errors, link downed
     (flaps), link error recoveries and receive errors, the data interface's errors and drops,
-    every GPU's PCIe replays, at the end against the start of the run."""
+    every GPU's PCIe replays, each active NVLink's error counters and each GPU's volatile ECC
+    counts, at the end against the start of the run. None may grow unless the profile's
+    error_counter_growth allows its counters some, with a source."""
     before = host.facts.get("counters")
     if not before:
         raise ProbeError(f"{host}: sysinfo recorded no error counters at the start of the run")
@@ -95,14 +99,30 @@ def test_error_counters(host, check, health):
         not_applicable(f"{host}: {judge.NOTHING_TO_WATCH}")
     after = health.counters(host.name)
     grew, unread = judge.counter_growth(before, after, ifaces)
+    t = profile.criteria.get("error_counter_growth")
+    gpu = judge.gpu_counter_growth(before, after, dict.fromkeys(t.extra["counters"], t.value) if t else {})
+    grew, unread = grew + gpu["grew"], unread + gpu["unread"]
+    if gpu["unsupported"]:  # NVML offers no such counter there (ECC off, a removed API): said
+        check.note(f"not watched, NVML does not read them: {judge.unsupported_text(gpu['unsupported'])}")
+    if gpu["allowed"]:
+        check.note(f"grew within error_counter_growth ({t.expected} for {', '.join(t.extra['counters'])}, "
+                   f"source: {t.source}): {'; '.join(gpu['allowed'])}")
     if unread and not grew:
         raise ProbeError(f"{host}: counters unreadable: {', '.join(unread)}")
+    links = sum(1 for ls in (before.get("nvlink") or {}).values() for x in ls.values() if x.get("active"))
     watched = [*(f"InfiniBand {p}" for p in before["infiniband"]), *ifaces,
-               *(f"GPU {g}" for g in before["pcie_replay"])]
+               *(f"GPU {g}" for g in before["pcie_replay"])] + \
+        ([f"the error counters of {links} active NVLink(s)"] if links else []) + \
+        ([f"the volatile ECC counts of {len(before['ecc'])} GPU(s)"] if before.get("ecc") else [])
+    allowed = f" (error_counter_growth: {t.expected} for {', '.join(t.extra['counters'])})" if t else ""
     check.require(grew, f"{len(grew)} counter(s) grew", "no error counter grows during the run on "
-                  + ", ".join(watched), COUNTERS, cause="a marginal cable, transceiver, port or PCIe "
-                  "link (link_downed, carrier_changes: the link flapped)",
-                  details={"before": before, "after": after, "unreadable": unread})
+                  + ", ".join(watched) + allowed, COUNTERS + (f"; {t.source}" if t else ""),
+                  cause="a marginal cable, transceiver, port or PCIe link (link_downed, carrier_changes: "
+                  "the link flapped); an NVLink (its cable, connector or NVSwitch port: replays, CRC, "
+                  "recoveries) or HBM (ECC) that errs under load",
+                  details={"before": before, "after": after, "unreadable": unread,
+                           "nvml_unsupported": [list(x) for x in gpu["unsupported"]],
+                           "allowed": gpu["allowed"]})
 
 
 def test_sdc(host, fleet, check, health):

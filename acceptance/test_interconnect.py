@@ -9,7 +9,7 @@ from signoff import retry
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.interconnect import diagnose, judge, plots
-from signoff.interconnect.run import MEASURES, collective_devices
+from signoff.interconnect.run import COLLECTIVES, MEASURES, busbw_at, collective_devices
 from signoff.printable import escape  # html.escape, a host's controls visible too
 from signoff.units import human_bytes, parse_size
 
@@ -163,3 +163,81 @@ def devices(host, profile, of_class):
     """GPUs to run collectives on; [] on a CPU-only host under a profile that allows it (gloo).
     A host not of the profile's class (a GPU-less one under a GPU profile) is NOT RUN (of_class)."""
     return collective_devices(host)
+
+
+def collective(host, measure, devices, check, op) -> tuple[dict, list]:
+    """The all-reduce's probe run and its rows of collective `op` (probe_allreduce --op)."""
+    doc = allreduce(host, measure, devices, check)
+    name = COLLECTIVES[op]
+    err = (doc.get("op_errors") or {}).get(op)
+    if err and doc["backend"] == "gloo":
+        not_applicable(f"{host}: gloo (torch {doc.get('torch')}) runs no {name}: {err}")
+    if err:
+        raise ProbeError(f"{host}: the {name} failed: {err}")
+    rows = (doc.get("ops") or {}).get(op)
+    if not rows:
+        raise ProbeError(f"{host}: the probe run measured no {name}")
+    return doc, rows
+
+
+def judge_collective(op, t, host, profile, devices, check, attach, measure):
+    """t: the test's own profile.threshold(<op>_busbw) (the sheet's catalog reads it there)."""
+    doc, rows = collective(host, measure, devices, check, op)
+    name = COLLECTIVES[op]
+    # judged at the all-reduce's size, in its sweep: the two curves side by side
+    size = profile.threshold("allreduce_busbw").extra["size"]
+    at = next((r for r in rows if r["bytes"] == parse_size(size)), None)
+    if at is None:
+        check.record(None, unit="GB/s", details={"rows": rows})
+        raise ProbeError(f"{host}: no {name} at {size} (allreduce_busbw's size) in the sweep")
+    if t.extra.get("derived") == "allreduce":
+        t = judge.allreduce_threshold(t, busbw_at(doc, parse_size(size)), size, str(host))
+    attach("html", plots.collectives_table(doc), "collectives table")
+    used = sorted(doc.get("transports") or {})
+    check.expect(at["busbw"], t, f"{name} busbw at {size} ({doc['world_size']} ranks, {doc['backend']})",
+                 cause=lambda: (f"the {name} alone is slow: NCCL's algorithm or protocol for it (NCCL_ALGO, "
+                                f"NCCL_PROTO), or a link it uses and the all-reduce does not"
+                                + (f"; NCCL used {', '.join(used)}" if used else "")),
+                 details={"rows": rows, "allreduce_rows": doc["rows"], "backend": doc["backend"],
+                          "graphs": (doc.get("op_graphs") or {}).get(op), "nccl": doc.get("nccl"),
+                          "transports": doc.get("transports")})
+
+
+def test_allgather_busbw(host, profile, devices, check, attach, measure):
+    judge_collective("allgather", profile.threshold("allgather_busbw"), host, profile, devices, check, attach,
+                     measure)
+
+
+def test_reduce_scatter_busbw(host, profile, devices, check, attach, measure):
+    judge_collective("reduce_scatter", profile.threshold("reduce_scatter_busbw"), host, profile, devices,
+                     check, attach, measure)
+
+
+def test_alltoall_busbw(host, profile, devices, check, attach, measure):
+    judge_collective("alltoall", profile.threshold("alltoall_busbw"), host, profile, devices, check, attach,
+                     measure)
+
+
+def test_sendrecv_busbw(host, profile, devices, check, attach, measure):
+    judge_collective("sendrecv", profile.threshold("sendrecv_busbw"), host, profile, devices, check, attach,
+                     measure)
+
+
+def test_collectives_correct(host, devices, check, measure):
+    doc = allreduce(host, measure, devices, check)
+    errors = doc.get("op_errors") or {}
+    ran = {op: rows for op, rows in (doc.get("ops") or {}).items() if op not in errors}
+    if errors and doc["backend"] == "gloo":
+        check.note("not run on gloo: " + "; ".join(f"{COLLECTIVES[o]} ({e})"
+                                                   for o, e in sorted(errors.items())))
+    elif errors:
+        raise ProbeError(f"{host}: " + "; ".join(f"the {COLLECTIVES[o]} failed: {e}"
+                                                 for o, e in sorted(errors.items())))
+    if not ran:
+        not_applicable(f"{host}: no collective besides the all-reduce ran "
+                       f"({', '.join(errors) or 'none measured'})")
+    wrong = judge.wrong_results({"ops": ran}, COLLECTIVES)
+    n = sum(len(rows) for rows in ran.values())
+    check.require(wrong, f"{n - len(wrong)}/{n} sizes exact ({', '.join(COLLECTIVES[o] for o in ran)})",
+                  "every collective returns exactly what its ranks sent", RULE,
+                  cause="faulty GPU memory or link corrupting data", details={"ops": ran})

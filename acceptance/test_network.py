@@ -208,3 +208,144 @@ def _need_reachable(request, fleet):
     pair = request.node.callspec.params.get("pair") if hasattr(request.node, "callspec") else None
     for name in pair or ():
         fleet.facts(name)
+
+
+def multinode_collectives(fleet, network, profile, pytestconfig) -> tuple[dict, dict, str]:
+    """The multi-node all-reduce's run (cached; its collectives: network.ops) and its threshold's
+    size: (result, doc, size). A failed run ERRORs naming its hosts, as the transport check."""
+    names = fleet.names
+    if len(names) < 2:
+        not_applicable("one host: no collective across nodes")
+    b = profile.threshold("multinode_allreduce_busbw")  # its sweep and size: one run serves both
+    lo, hi, env = multinode_args(profile, b)
+    res = network.allreduce(names, lo, hi, env, pytestconfig.getoption("collective_timeout"))
+    if not res["ok"]:
+        raise ProbeError("all hosts: the multi-node all-reduce's run (which measures the other collectives) "
+                         "failed: " + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))
+    doc = res["doc"]
+    if "ops" not in doc:
+        raise ProbeError("all hosts: the multi-node run measured no collective besides the all-reduce")
+    return res, doc, b.extra["size"]
+
+
+def alltoall_rows(doc: dict, where: str):
+    err = (doc.get("op_errors") or {}).get("alltoall")
+    if err and doc["backend"] == "gloo":
+        not_applicable(f"{where}: gloo (torch {doc.get('torch')}) runs no all-to-all: {err}")
+    if err:
+        raise ProbeError(f"{where}: the all-to-all across nodes failed: {err}")
+    return doc["ops"]["alltoall"]
+
+
+def nic_threshold(t, fleet, network, names, doc, rail: bool, what: str):
+    """t as GB/s: its own figure, or by rule nic_bound from every node's NICs (netinfo)."""
+    if t.extra.get("derived") != "nic_bound":
+        return t
+    nccl = doc["backend"] == "nccl"
+    nics = {n: net.node_nics(network.info(n), fleet.sessions[n].host.data_iface, nccl) for n in names}
+    return net.nic_bound_threshold(t, nics, doc["local_ranks"], 1 if rail else doc["local_ranks"], what)
+
+
+@pytest.mark.usefixtures("fleet_of_class")
+def test_multinode_alltoall_busbw(fleet, network, profile, check, pytestconfig):
+    """The all-to-all over every node, one rank per GPU: it cannot average over rails or NICs, so one
+    slow NIC or host slows it (the MoE collective); after a miss, every ring pair's own all-to-all
+    names the slow host or link (the all-reduce's bisection runs, which measure it too)."""
+    res, doc, size = multinode_collectives(fleet, network, profile, pytestconfig)
+    names = fleet.names
+    rows = alltoall_rows(doc, "all hosts")
+    t0 = profile.threshold("multinode_alltoall_busbw")
+    bw = net.at_size(rows, parse_size(size))
+    if bw is None:
+        check.record(None, t0.expected, t0.unit, t0.source, details={"rows": rows})
+        raise ProbeError(f"all hosts: no all-to-all at {size} (multinode_allreduce_busbw's size) in the run")
+    t = nic_threshold(t0, fleet, network, names, doc, False, "all-to-all across nodes")
+    cause, found = "", {}
+    if not t.ok(bw):
+        lo_t = profile.threshold("multinode_allreduce_busbw")
+        # a pair's bound is of two nodes (N/(N-1) = 2): its own, by the same rule
+        per_pair = {p: nic_threshold(t0, fleet, network, list(p), doc, False, "pairwise all-to-all")
+                    for p in net.ring_pairs(names)}
+        found = network.bisect(names, lo_t, multinode_args(profile, lo_t)[2],
+                               pytestconfig.getoption("collective_timeout"),
+                               figure=lambda p, d: net.at_size((d.get("ops") or {}).get("alltoall"),
+                                                               parse_size(size)),
+                               ok=lambda p, v: (per_pair.get(p) or t).ok(v))
+        cause = net.describe_bisection(found).replace("pairwise busbw", "pairwise all-to-all busbw")
+    check.expect(bw, t, f"{len(names)}-host all-to-all busbw at {size} ({doc['world_size']} ranks, "
+                 f"{doc['backend']})", cause=cause,
+                 details={"rows": rows, "allreduce_rows": doc["rows"], "bisection": found,
+                          "launched": res.get("launched", "ssh"), "transports": route_of(res)})
+
+
+@pytest.mark.usefixtures("fleet_of_class")
+def test_rail_alltoall_busbw(fleet, network, profile, check, pytestconfig):
+    """The all-to-all inside each rail (the ranks of one local index on every node, all rails at
+    once: nccl-tests' NCCL_TESTS_SPLIT="MOD <GPUs per node>"): a slow rail is named, not averaged;
+    after a miss, every ring pair's rails name the slow host or link of each slow rail."""
+    res, doc, size = multinode_collectives(fleet, network, profile, pytestconfig)
+    names = fleet.names
+    errs = (doc.get("rail_errors") or {}).get("alltoall")
+    if errs and doc["backend"] == "gloo":
+        not_applicable(f"all hosts: gloo (torch {doc.get('torch')}) runs no all-to-all in a rail: {errs}")
+    if errs:
+        raise ProbeError(f"all hosts: the rails' all-to-all failed: {errs}")
+    t = profile.threshold("rail_alltoall_busbw")
+    rails = net.rail_figures(doc, parse_size(size))
+    if not rails or any(v is None for v in rails.values()):
+        check.record(None, t.expected, t.unit, t.source, details={"rails": doc.get("rails")})
+        raise ProbeError(f"all hosts: no rail all-to-all at {size} (multinode_allreduce_busbw's size) "
+                         f"for rail(s) {[r for r, v in rails.items() if v is None] or 'any'}")
+    t = nic_threshold(t, fleet, network, names, doc, True, "rail all-to-all")
+    if doc.get("rails_of"):  # one rank per node (a CPU host, a 1-GPU node): its one rail is the run
+        check.note("one rank per node: the one rail is the all-to-all over every host, measured once")
+    slow = {r: v for r, v in rails.items() if not t.ok(v)}
+    bad, found = [], {}
+    if slow:
+        lo_t = profile.threshold("multinode_allreduce_busbw")
+        for r in slow:
+            def figure(p, d, r=r):
+                return net.at_size(((d.get("rails") or {}).get("alltoall") or {}).get(r), parse_size(size))
+            # a pair's rail holds one rank per node, as the whole rail: the same bound (b)
+            found[r] = network.bisect(names, lo_t, multinode_args(profile, lo_t)[2],
+                                      pytestconfig.getoption("collective_timeout"), figure=figure,
+                                      ok=lambda p, v: t.ok(v))
+            bad.append(f"rail {r} (local rank {r} of every node): {slow[r]:g} GB/s < {t.value:g}; "
+                       f"{net.describe_bisection(found[r]).replace('pairwise busbw', 'pairwise rail busbw')}")
+    worst = min(rails, key=rails.get)
+    check.require(bad, rails[worst], f"every rail's all-to-all at {size} {t.expected} ({len(rails)} "
+                  f"rail(s) of {len(names)} ranks)", t.source,
+                  cause="the slow rail's NIC, cable or switch port on the host named (its own rail's "
+                        "NIC: one rank per node, nothing to average over)",
+                  details={"rails": rails, "rows": (doc.get("rails") or {}).get("alltoall"),
+                           "bisection": found})
+
+
+@pytest.mark.usefixtures("fleet_of_class")
+def test_multinode_collectives_correct(fleet, network, profile, check, pytestconfig):
+    """Every collective of the multi-node run besides the all-reduce (the all-to-all over every rank
+    and inside each rail) returns exactly what its ranks sent, at every size."""
+    from signoff.interconnect.judge import wrong_results
+    from signoff.interconnect.plots import OP_NAMES
+    res, doc, _ = multinode_collectives(fleet, network, profile, pytestconfig)
+    errors = doc.get("op_errors") or {}
+    ran = {op: rows for op, rows in doc["ops"].items() if op not in errors}
+    if errors and doc["backend"] != "gloo":
+        raise ProbeError("all hosts: " + "; ".join(f"the {OP_NAMES[o]} failed: {e}"
+                                                   for o, e in sorted(errors.items())))
+    if errors:
+        check.note(f"not run on gloo: {'; '.join(f'{OP_NAMES[o]} ({e})' for o, e in sorted(errors.items()))}")
+    if not ran:
+        not_applicable(f"all hosts: no collective besides the all-reduce ran ({', '.join(errors)})")
+    wrong = wrong_results({"ops": ran, "rails": doc.get("rails")}, OP_NAMES)
+    n = sum(len(r) for r in ran.values()) + sum(len(r) for rails in (doc.get("rails") or {}).values()
+                                                 for r in rails.values())
+    check.require(wrong, f"{n - len(wrong)}/{n} sizes exact across {len(fleet.names)} hosts",
+                  "every collective across nodes returns exactly what its ranks sent", RULE,
+                  cause="a NIC, link or GPU corrupting data, or a rank of another run in the rendezvous",
+                  details={"ops": ran, "rails": doc.get("rails")})
+
+
+def route_of(res: dict) -> dict:
+    """The transport each host's ranks used in the run (route.py's record), for the details."""
+    return {h: r.get("transports") or r.get("links") for h, r in (res.get("hosts") or {}).items()}

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import median
 
+import dcgm_fake
 import fabric_fake
 import pytest
 import yaml
@@ -104,9 +105,34 @@ def sysinfo(name: str, one: dict) -> dict:
     if "arch" in c:  # a Grace tray: aarch64, its CPU as sysinfo reads an Arm /proc/cpuinfo
         facts.update(arch=c["arch"], cpu_model=c["cpu_model"])
     facts["counters"]["pcie_replay"] = {str(i): 0 for i in range(len(gpus))}
+    facts["counters"].update(gpu_counters(c, len(gpus)))
     facts["gpu_nic"]["gpus"] = {str(i): {} for i in range(len(gpus))}
     fabric_fake.record(profiles.load(name), facts)  # NVML's GPU fabric info, IMEX (issue 43)
     return facts
+
+
+NOT_SUPPORTED = "NVMLError_NotSupported: Not Supported"
+
+
+def gpu_counters(c: dict, n: int) -> dict:
+    """sysinfo's NVML counters of the class (issue 44), none grown: each link's DL error counters,
+    NVLink5's on Blackwell (cc 10.x: NVML removed the DL call there), the volatile ECC counts
+    (NotSupported with ECC off)."""
+    nvlink5 = str(c.get("cc", "")).startswith("10")
+    names = ("rcv_errors", "link_integrity", "recovery_events") if nvlink5 else \
+        ("replay", "recovery", "crc_flit", "crc_data")
+    out = {"nvlink": {}, "ecc": {}, "not_read": {}}
+    for i in range(n):
+        links = out["nvlink"][str(i)] = {}
+        for k in range(c["nvlinks"]):
+            links[str(k)] = {"active": True, **dict.fromkeys(names, 0)}
+        if nvlink5:  # the DL counters as sysinfo records them there: not read, said once a GPU
+            out["not_read"][f"GPU {i} NVLink DL counters"] = f"{NOT_SUPPORTED} (NVLink5's own counters read)"
+        ecc = c.get("ecc", True)
+        out["ecc"][str(i)] = dict.fromkeys(("corrected", "uncorrected"), 0 if ecc else None)
+        out["not_read"].update({} if ecc else {f"GPU {i} volatile ECC {k}": NOT_SUPPORTED
+                                               for k in ("corrected", "uncorrected")})
+    return out
 
 
 def bus_id(i: int, n: int) -> str:
@@ -147,6 +173,7 @@ def measurements(name: str, facts: dict, one: dict, two: dict) -> dict:
     doc["soak"] = soak(prof, facts, one, r1)
     doc["storage"] = storage(prof, facts, r1)
     doc["netinfo"] = netinfo(prof)
+    doc["dcgm"] = dcgm_fake.cases([g["serial"] for g in gpus])["pass"]  # the stand-in dcgmi's r3, all Pass
     return doc
 
 
@@ -224,9 +251,13 @@ def allreduce(prof, facts: dict, r2: dict) -> dict:
     log = r2["nccl_transport"]["details"]["nccl_log"][:1]
     # no peer access (RTX 4090): NCCL's ring goes through host memory, as it prints it
     via = "P2P/CUMEM" if CLASSES.get(prof.name, {}).get("peer_access", True) else "SHM/direct/direct"
+    # the other collectives of the same run (probe_allreduce --op): 0.804 x the all-reduce's busbw,
+    # the ratio of NVIDIA/nccl-tests issue 212 (~370 GB/s beside Azure's 460 H100 all-reduce mark)
+    ops = {op: [{**r, "busbw": round(r["busbw"] * 0.804, 3)} for r in rows]
+           for op in ("allgather", "reduce_scatter", "alltoall", "sendrecv")}
     return {"probe": "allreduce", "backend": "nccl", "world_size": n, "local_ranks": n, "gpus": n,
             "nnodes": 1, "node_rank": 0, "torch": facts["torch"]["version"], "nccl": facts["torch"]["nccl"],
-            "rows": rows, "graphs": True, "elapsed_s": 60.0,
+            "rows": rows, "graphs": True, "elapsed_s": 60.0, "ops": ops,
             "transports": {via: [list(p) for p in ring]},
             "nccl_log": log + [f"NCCL INFO Channel 00/0 : {a}[{a}] -> {b}[{b}] via {via}"
                                for a, b in ring]}
@@ -381,6 +412,10 @@ def fault(name: str, rec: dict) -> tuple[dict, dict]:
         g1 = rec["hostlink"]["gpus"][1]
         g1.update(h2d_pinned=55.5, d2h_pinned=55.3)
         hurt["c2c_gpu"] = "1"
+    if name == "gb300-nvl72":  # NVLink5 receive errors on GPU 3's link 17 during the run (issue 44)
+        rec["counters"]["nvlink"] = copy.deepcopy(rec["counters"]["nvlink"])  # the end's own
+        rec["counters"]["nvlink"]["3"]["17"]["rcv_errors"] = 2
+        hurt["nvlink"] = "GPU 3 NVLink 17 rcv_errors +2 (0 -> 2)"
     if name == "h20-8x-nvlink":  # the 400 W H20 (DCGM's 2328 "H20B") at its own default
         for g in gpus:
             g["power"].update(enforced_w=400.0, limit_w=400.0, default_w=400.0, max_w=400.0)
@@ -425,6 +460,7 @@ def local_faults(rec: dict) -> dict:
 FAULT_TESTS = {"h100-8x-nvlink": "hbm or p2p or thermal or nic_link",
                "l40s-8x-pcie": "hbm or p2p or thermal_thresholds",
                "b200-8x-nvlink": "hbm or p2p or power_limit", "gb200-nvl72": "hbm or p2p or host_link",
+               "gb300-nvl72": "hbm or p2p or error_counters",
                "h20-8x-nvlink": "hbm or p2p or power_limit", "l20-8x-pcie": "hbm or p2p or power_limit",
                "h800-8x-nvlink": "hbm or p2p or nvlink_up",
                "a800-80gb-8x-nvlink": "hbm or p2p or thermal_thresholds",
@@ -551,7 +587,8 @@ NEEDS = {"test_recorded_healthy_host_passes_the_whole_sheet": [("sheet", None)],
          "test_recorded_h200_4x_board_with_nv6_links_is_judged_by_its_own_links": [("nv6", "h200-4x-nvlink")],
          "test_recorded_gb200_named_graphics_device_is_picked_by_pci_id": [("generic-name", "gb200-nvl72")],
          "test_recorded_blackwell_faults_fail_naming_gpu_and_cause": [("faults", "b200-8x-nvlink"),
-                                                                      ("faults", "gb200-nvl72")],
+                                                                      ("faults", "gb200-nvl72"),
+                                                                      ("faults", "gb300-nvl72")],
          "test_recorded_rtx4090_judges_its_class_traits": [("sheet", "rtx4090-8x-pcie"),
                                                            ("faults", "rtx4090-8x-pcie"),
                                                            ("no-traits", "rtx4090-8x-pcie")],
@@ -581,9 +618,12 @@ def runs(request, tmp_path_factory):
 # and the H200 machine has no RDMA NIC and names no data interface; nic_link is judged where the
 # class names its InfiniBand ports (netinfo()): they need no data interface.
 ONE_HOST = {"nic_link", "net_pair_bandwidth", "multinode_allreduce", "multinode_transport",
+            "multinode_alltoall_busbw", "rail_alltoall_busbw", "multinode_collectives_correct",
             "train_scaling_nodes", "version_parity", "host_unique", "gpu_nic_affinity"}
 ONE_GPU = {"hbm_uniformity", "allreduce_busbw", "allreduce_correct", "p2p_bandwidth", "p2p_uniformity",
-           "gpu_topology", "nccl_transport", "soak_gemm_straggler", "train_scaling_host"}
+           "gpu_topology", "nccl_transport", "soak_gemm_straggler", "train_scaling_host",
+           "allgather_busbw", "reduce_scatter_busbw", "alltoall_busbw", "sendrecv_busbw",
+           "collectives_correct"}
 # uncalibrated criteria judged per host (the others are multi-host checks, N.A. on one host)
 PER_HOST = {"allreduce_busbw", "p2p_bandwidth", "train_scaling_host"}
 
@@ -637,6 +677,9 @@ def test_recorded_healthy_host_passes_the_whole_sheet(runs, name):
         else:
             assert r["status"] == ("N.A." if crit in expected_na(name) else "PASS"), r
     assert not want_error, f"{name} leaves {sorted(want_error)} uncalibrated: its healthy host cannot PASS"
+    ec, links = res["error_counters"], CLASSES[name]["count"] * CLASSES[name]["nvlinks"]  # issue 44
+    assert (f"the error counters of {links} active NVLink(s)" in ec["expected"]) == bool(links), ec
+    assert "volatile ECC counts of" in ec["expected"], ec
     assert doc["verdict"] == "PASS" and rc == 0, out
 
 
@@ -874,7 +917,8 @@ def test_recorded_blackwell_faults_fail_naming_gpu_and_cause(runs):
     default with GPU 2 capped to 700 W FAILs power_limit naming GPU 2, though 700 W is the class's
     floor (DGX B200's set point): a cap below the GPU's own default is judged; a GB200 tray's
     GPU 1 copying at a PCIe Gen5 x16 figure (55 GB/s) FAILs the NVLink-C2C floor naming GPU 1 and
-    the C2C link."""
+    the C2C link; a GB300 tray whose GPU 3 link 17 counted NVLink5 receive errors during the run
+    FAILs error_counters naming that link."""
     _, doc, out, hurt = runs("faults", "b200-8x-nvlink")
     r = by_criterion(doc)["power_limit"]
     assert r["status"] == "FAIL", r
@@ -887,6 +931,10 @@ def test_recorded_blackwell_faults_fail_naming_gpu_and_cause(runs):
     for text in (f"GPU {hurt['c2c_gpu']} D2H pinned", "= 55.3 GB/s", "expected >= 174 GB/s",
                  "a degraded NVLink-C2C link to its Grace CPU"):
         assert text in r["message"], r["message"]
+    _, doc, out, hurt = runs("faults", "gb300-nvl72")  # NVLink5's counters, read per link (issue 44)
+    r = by_criterion(doc)["error_counters"]
+    assert r["status"] == "FAIL" and hurt["nvlink"] in r["message"], r
+    assert r["message"].split(" (expected")[0].count("NVLink") == 1, r["message"]  # that link alone
 
 
 def test_recorded_rtx4090_judges_its_class_traits(runs):

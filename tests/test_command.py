@@ -86,9 +86,9 @@ def test_only_names_families_files_and_checks(capsys):
     assert catalog.select("storage_read_seq,gpu_model") == [f"{acc}/test_gpu_health.py::test_gpu_model",
                                                             f"{acc}/test_storage.py::test_storage_read_seq"]
     assert catalog.select("storage,storage_read_seq") == [f"{acc}/test_storage.py"]
-    with pytest.raises(InputError, match=r"--only gpux: unknown gpux; did you mean gpu\? \(families: fabric, "
-                                         r"gpu, interconnect.*files: fabric, gpu_health, health, "
-                                         r"interconnect.*; checks: signoff list checks\)"):
+    with pytest.raises(InputError, match=r"--only gpux: unknown gpux; did you mean gpu\? \(families: dcgm, "
+                                         r"fabric, gpu, interconnect.*files: dcgm, fabric, gpu_health, "
+                                         r"health, interconnect.*; checks: signoff list checks\)"):
         catalog.select("gpux")
     rc, out, _ = main(capsys, "plan", "--no-contact", "--profile", "local", "--only", "gpu_model,storage")
     assert rc == 0 and "checks: 4 of the sheet's" in out and "(--only: gpu_model, storage)" in out, out
@@ -128,7 +128,7 @@ def test_plan_lists_hosts_checks_thresholds_and_writes_nothing(tmp_path, clone_r
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "hosts: 4 from --hosts node[01-04]: node[01-04]  (SSH)" in out
-    assert "checks: 11 of the sheet's" in out and "a run of a part of the sheet is INCOMPLETE" in out
+    assert "checks: 14 of the sheet's" in out and "a run of a part of the sheet is INCOMPLETE" in out
     assert "per pair (4): node01->node02, node02->node03, node03->node04, node04->node01:" in out
     assert re.search(r"(?m)^  nic_link +network +nic_rate >= 400 Gb/s "
                      r"\[thresholds/h200-8x-nvlink\.yaml\]$", out)

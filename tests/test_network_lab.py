@@ -66,6 +66,16 @@ def test_healthy_lab_passes_with_iperf3(lab, tmp_path):
     for h in lab.hosts:
         peers = {p.address for p in lab.hosts if p is not h}
         assert set(used[h.name][f"gloo/TCP over {h.veth_host}"]) == peers, used  # a connection to each
+    # the collectives across the hosts in the all-reduce's run (one rendezvous): the all-to-all over
+    # every host and each rail's (one gloo rank a host: rail 0 holds them all), each exact
+    a2a = r[("multinode_alltoall_busbw", "all hosts")]
+    assert a2a["status"] == "PASS" and a2a["measured"] > 0.04 and a2a["unit"] == "GB/s", a2a
+    assert [x["bytes"] for x in a2a["details"]["rows"]] == [256 << 10, 512 << 10, 1 << 20], a2a
+    rail = r[("rail_alltoall_busbw", "all hosts")]
+    assert rail["status"] == "PASS" and list(rail["details"]["rails"]) == ["0"], rail
+    ok = r[("multinode_collectives_correct", "all hosts")]
+    assert ok["status"] == "PASS" and set(ok["details"]["ops"]) == {"alltoall"}, ok
+    assert ok["measured"] == "6/6 sizes exact across 3 hosts", ok  # 3 sizes, the rail's 3
     # calibrate reads the check's records as its criterion's (signoff.catalog.criterion_of)
     crit, skipped = calibrate.calibrate(res, profiles.load(LAB), 0.9)
     multi = r[("multinode_allreduce", "all hosts")]["measured"]
@@ -156,8 +166,18 @@ def test_shaped_link_fails_that_pair_after_its_attempts_and_bisection_names_the_
     assert "best of 2 attempts (" in multi["message"], multi["message"]
     assert "likely cause: slow host lab3 (pairwise busbw GB/s: lab1->lab2" in multi["message"]
     assert multi["details"]["bisection"]["slow_hosts"] == ["lab3"]
+    # the all-to-all over every host and the rail split name the slowed host from the same pairs
+    a2a = r[("multinode_alltoall_busbw", "all hosts")]
+    assert a2a["status"] == "FAIL" and a2a["measured"] < 0.04, a2a
+    assert "likely cause: slow host lab3 (pairwise all-to-all busbw GB/s: lab1->lab2" in a2a["message"], a2a
+    rail = r[("rail_alltoall_busbw", "all hosts")]
+    assert rail["status"] == "FAIL" and rail["details"]["bisection"]["0"]["slow_hosts"] == ["lab3"], rail
+    assert "rail 0 (local rank 0 of every node): " in rail["message"], rail["message"]
+    assert "slow host lab3 (pairwise rail busbw GB/s:" in rail["message"], rail["message"]
+    assert r[("multinode_collectives_correct", "all hosts")]["status"] == "PASS"  # slow, still exact
     html = (tmp_path / "report" / "report.html").read_text()
     assert "lab3-&gt;lab1" in html and "slow host lab3" in html
+    assert "collectives across nodes beside the all-reduce" in html  # the all-to-all's curves drawn
     assert "% of line rate" in html
     assert "Bisection (2-host all-reduce per ring pair): slow <b>lab3</b>" in html
     assert "measured again after the first pass, in disjoint rounds, up to 2 attempts in all" in html
@@ -601,6 +621,13 @@ def test_derived_multinode_bound_and_step_bound_state_their_figures(lab, tmp_pat
                      r"0\.125 GB/s, the lowest node's bound \(lab\d: min\(intra-node all-reduce [\d.]+ GB/s, "
                      r"data interface \w+ at 1 Gb/s / 8 = 0\.125 GB/s\)\)", m["message"]), m["message"]
     assert "likely cause: slow host lab3" in m["message"], m["message"]
+    # the all-to-all of the same run by local's nic_bound rule (gloo: 0.69), its figures stated
+    a = by_key(res)[("multinode_alltoall_busbw", "all hosts")]
+    assert a["status"] == "FAIL" and a["unit"] == "GB/s", a
+    assert re.search(r"source: derived: 0\.69 x 0\.125 GB/s, the lowest node's bound \(lab\d: data interface "
+                     r"\w+ at 1 Gb/s / 8 / 1 rank\(s\) x 3/2 nodes x \(3-1\)/3 ranks\)", a["message"]), \
+        a["message"]
+    assert "likely cause: slow host lab3 (pairwise all-to-all busbw" in a["message"], a["message"]
     s = by_key(res)[("train_scaling_nodes", "all hosts")]
     assert s["status"] in ("PASS", "FAIL"), s  # judged, by a figure worked out from this run
     assert re.match(r"derived: 0\.9 x [\d.]+ = t_c / \(t_c \+ t_ar\), a step that cannot overlap its "

@@ -13,8 +13,9 @@ from signoff import InputError, families, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 # Judged without a threshold by design: GPUDirect RDMA always, rail alignment only where a profile
-# sets gpu_nic_affinity (acceptance/test_health.py).
-OPTIONAL = {"gpu_nic_affinity"}
+# sets gpu_nic_affinity (acceptance/test_health.py); error counters may grow only where a profile
+# sets error_counter_growth (none by default).
+OPTIONAL = {"gpu_nic_affinity", "error_counter_growth"}
 CONCRETE = [n for n in profiles.available() if not profiles.load(n).abstract]
 # a repo-relative path: a known top-level folder, then a file with an extension
 PATH = re.compile(r"\b((?:docs|thresholds|signoff|acceptance|tests|reports|bench)/[\w./-]*\w)")

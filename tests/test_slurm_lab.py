@@ -89,6 +89,10 @@ def test_acceptance_suite_passes_over_srun(slurm, tmp_path):
     assert {r["launcher"] for r in res["results"]} == {"srun"}
     multi = by_key(res)[("multinode_allreduce", "all hosts")]
     assert multi["status"] == "PASS" and multi["details"]["launched"] == "srun: 3 nodes x 1 tasks in one step"
+    # the all-to-all across nodes and its rail (issue 44) in the same srun step
+    a2a = by_key(res)[("multinode_alltoall_busbw", "all hosts")]
+    assert a2a["status"] == "PASS", a2a
+    assert a2a["details"]["launched"] == "srun: 3 nodes x 1 tasks in one step", a2a
     # the same step's gloo connections, read by each node's rank: on the data interface
     assert by_key(res)[("multinode_transport", "all hosts")]["status"] == "PASS"
     html = (tmp_path / "report" / "report.html").read_text()

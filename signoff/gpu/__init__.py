@@ -29,6 +29,11 @@ CRITERIA = {
     "thermal_margin": {"type": "number"},  # C between slowdown and the soak's sustained maximum
     # the closest GPU-NIC relation every GPU must have (1 PIX .. 5 SYS): rail alignment
     "gpu_nic_affinity": {"type": "number", "ops": ("max",)},
+    # optional: how much each of `counters` (judge.GROWTH_KINDS: an NVLink error counter of one
+    # link, a GPU's volatile corrected ECC count) may grow during the run; without it none may
+    # (test_error_counters); the counters go with the limit's source
+    "error_counter_growth": {"type": "number", "ops": ("max",), "extra": ("counters",),
+                             "with_limit": ("counters",)},
 }
 PLUGIN = "signoff.gpu.plugin"
 
@@ -56,6 +61,14 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
             except ValueError:
                 raise InputError(f"{where}.require_history: expected a duration within window "
                                  f"({window}), like 168h, got {need!r}") from None
+    if name == "error_counter_growth":
+        from signoff.gpu.judge import GROWTH_KINDS
+        counters = extra.get("counters")
+        if not isinstance(counters, list) or not counters or not set(counters) <= set(GROWTH_KINDS):
+            raise InputError(f"{where}.counters: expected a list of {', '.join(GROWTH_KINDS)} (an "
+                             f"uncorrected ECC error is never allowed), got {counters!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(f"{where}.max: expected a whole number of errors >= 0, got {value!r}")
     for key, v in extra.items():
         if name == "thermal_slowdown" and key != "derived" and \
                 (isinstance(v, bool) or not isinstance(v, (int, float))):
@@ -100,6 +113,7 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
         # a counter the start's snapshot could not read is one test_error_counters cannot compare:
         # it ERRORs naming them (unless another grew), so say so now, in its words
         grew, unread = judge.counter_growth(counters, counters, [host.data_iface] if host.data_iface else [])
+        unread += judge.gpu_counter_growth(counters, counters)["unread"]
         if unread:
             warned.append(f"error_counters ERROR: counters unreadable: {', '.join(unread)}")
     return said, warned

@@ -93,6 +93,86 @@ def counter_growth(before: dict, after: dict, ifaces: list[str]) -> tuple[list[s
     return grew, unread
 
 
+# sysinfo's per-link NVLink counters (probe_sysinfo.NVLINK_ERRORS, NVLink5's NVLINK5_ERRORS)
+NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data", "rcv_errors", "link_integrity",
+                   "recovery_events")
+# what error_counter_growth's `counters` may name: an uncorrected ECC error is never allowed
+GROWTH_KINDS = (*(f"nvlink_{c}" for c in NVLINK_COUNTERS), "ecc_corrected")
+
+
+def gpu_counter_growth(before: dict, after: dict, allow: dict | None = None) -> dict:
+    """Each GPU's per-link NVLink error counters and volatile ECC counts, the end against the
+    start: grew (GPU, link and counter named), allowed (grew no more than `allow[kind]`, the
+    profile's error_counter_growth), unread (nothing to compare: the check ERRORs), unsupported
+    ((GPU, counter, NVML's NotSupported): said). A GPU whose links are up but none of whose
+    counters NVML reads is unread: never a silent PASS. A start snapshot without these keys
+    (a sysinfo older than them) has nothing to compare."""
+    out = {"grew": [], "allowed": [], "unread": [], "unsupported": []}
+    allow = allow or {}
+    why = {**(before.get("not_read") or {}), **(after.get("not_read") or {})}
+
+    def compare(where: str, gpu: str, what: str, kind: str, b, a) -> bool:
+        if b is None or a is None:
+            reason = why.get(where) or f"absent in the {'start' if b is None else 'end'} snapshot"
+            if "NotSupported" in reason:
+                out["unsupported"].append((gpu, what, reason))
+            else:
+                out["unread"].append(f"{where} ({reason})")
+            return False
+        if a < b:
+            out["grew"].append(f"{where} went back from {b} to {a} (reset during the run)")
+        elif a > b:
+            grew = f"{where} +{a - b} ({b} -> {a})"
+            out["allowed" if a - b <= allow.get(kind, -1) else "grew"].append(grew)
+        return True
+
+    for kind in ("nvlink", "ecc"):
+        if kind in before and not isinstance(after.get(kind), dict):
+            out["unread"].append(f"GPU {'NVLink' if kind == 'nvlink' else 'ECC'} counters (absent in "
+                                 f"the end snapshot)")
+    for gpu, links in sorted((before.get("nvlink") or {}).items(), key=lambda x: int(x[0])):
+        ends = (after.get("nvlink") or {}).get(gpu) or {}
+        active = read = 0
+        for link, b in sorted(links.items(), key=lambda x: int(x[0])):
+            where, a = f"GPU {gpu} NVLink {link}", ends.get(link) or {}
+            if b.get("active") is None:
+                out["unread"].append(f"{where} state ({why.get(where + ' state', 'unreadable')})")
+                continue
+            if not b["active"]:
+                continue  # down from the start: nvlink_up's to judge
+            active += 1
+            if a.get("active") is not True:
+                (out["grew"] if a.get("active") is False else out["unread"]).append(
+                    f"{where} went down during the run (active at the start)" if a.get("active") is False
+                    else f"{where} (absent or unreadable in the end snapshot)")
+                continue
+            for c in NVLINK_COUNTERS:
+                if c in b or c in a:  # each GPU has one set: the DL counters, or NVLink5's
+                    read += compare(f"{where} {c}", gpu, f"NVLink {c}", f"nvlink_{c}", b.get(c), a.get(c))
+        if active and not read:
+            out["unread"].append(f"GPU {gpu} NVLink error counters: none read on its {active} active "
+                                 f"link(s)")
+    for gpu, b in sorted((before.get("ecc") or {}).items(), key=lambda x: int(x[0])):
+        a = (after.get("ecc") or {}).get(gpu) or {}
+        for c in ("corrected", "uncorrected"):
+            compare(f"GPU {gpu} volatile ECC {c}", gpu, f"volatile ECC {c}", f"ecc_{c}", b.get(c), a.get(c))
+    for where, reason in (before.get("not_read") or {}).items():  # NVLink5: the DL counters, once a GPU
+        if where.endswith(" NVLink DL counters"):
+            out["unsupported"].append((where.split()[1], "NVLink DL counters (replay, recovery, CRC)",
+                                       reason))
+    return out
+
+
+def unsupported_text(items: list[tuple[str, str, str]]) -> str:
+    """gpu_counter_growth's unsupported, one line per counter and reason: 'NVLink crc_data on
+    GPU 0, 1 (NVMLError_NotSupported: Not Supported)'."""
+    by: dict[tuple[str, str], list[str]] = {}
+    for gpu, what, reason in items:
+        gpus = by.setdefault((what, reason), [])
+        gpus += [] if gpu in gpus else [gpu]
+    return "; ".join(f"{what} on GPU {', '.join(gpus)} ({reason})" for (what, reason), gpus in by.items())
+
+
 def sdc_host(doc: dict) -> tuple[list[str], dict]:
     """A host's checksums: the devices whose result differs from the host's majority, or
     whose repeats differed, and the host's consensus per op (None: no majority)."""

@@ -25,6 +25,15 @@ THERMAL = {"shutdown": 0, "slowdown": 1, "mem_max": 2, "gpu_max": 3}
 CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 124
 XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
 XIDS_KEPT = 200  # lines kept in the document; the counts by code are always complete
+# nvmlNvLinkErrorCounter_t (DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA): per link, what
+# `nvidia-smi nvlink -e` shows; NVML (v565 change log) removed the call on Blackwell, where
+# NVLink5's per-link field values (scopeId: the link) are read instead: receive errors, local
+# link integrity errors, link recovery events (NVML_FI_DEV_NVLINK_COUNT_*), none of which a
+# sound link raises (its FEC-corrected symbol errors do grow: not watched)
+NVLINK_ERRORS = (("replay", 0), ("recovery", 1), ("crc_flit", 2), ("crc_data", 3))
+NVLINK5_ERRORS = (("rcv_errors", 208), ("link_integrity", 211), ("recovery_events", 215))
+ECC_COUNTS = (("corrected", 0), ("uncorrected", 1))  # nvmlMemoryErrorType_t, NVML_VOLATILE_ECC 0
+FIELD_TYPES = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # nvmlValueType_t
 
 
 def os_release():
@@ -104,7 +113,8 @@ def _int(text):
 
 def error_counters(nv=None):
     """Counters that grow with a failing link: every InfiniBand port's, every interface's
-    errors and drops, each GPU's PCIe replays (NVML). None: unreadable."""
+    errors and drops, each GPU's PCIe replays, per-link NVLink errors and volatile ECC counts
+    (NVML). None: unreadable (NVML's reason in not_read)."""
     out = {"t": round(time.time(), 1), "infiniband": {}, "net": {}, "pcie_replay": {}}
     root = SYS + "/class/infiniband"
     for dev in _ls(root):
@@ -117,9 +127,79 @@ def error_counters(nv=None):
         # each carrier loss and return: a link that flapped during the run (none on a sound link)
         out["net"][name]["carrier_changes"] = _int(_read("%s/class/net/%s/carrier_changes" % (SYS, name)))
     if nv is not None:
+        out.update(nvlink={}, ecc={}, not_read={})
         for i in range(_nv(nv.nvmlDeviceGetCount) or 0):
             h = _nv(nv.nvmlDeviceGetHandleByIndex, i)
             out["pcie_replay"][str(i)] = _nv(nv.nvmlDeviceGetPcieReplayCounter, h) if h else None
+            if h:
+                out["nvlink"][str(i)] = nvlink_errors(nv, h, i, out["not_read"])
+                out["ecc"][str(i)] = ecc_counts(nv, h, i, out["not_read"])
+    return out
+
+
+def _count(fn, *args):
+    """(value, None), or (None, why): NotSupported kept apart from a failed read by its name."""
+    try:
+        return int(fn(*args)), None
+    except Exception as exc:  # noqa: BLE001
+        return None, _nverr(exc)
+
+
+def _nvlink5(nv, h, link):
+    """NVLink5's counters of one link (field values, scopeId the link): {name: (value, why)}."""
+    try:
+        vals = nv.nvmlDeviceGetFieldValues(h, [(f, link) for _, f in NVLINK5_ERRORS])
+    except Exception as exc:  # noqa: BLE001
+        return {n: (None, _nverr(exc)) for n, _ in NVLINK5_ERRORS}
+    out = {}
+    for (name, _), v in zip(NVLINK5_ERRORS, vals):
+        code = int(v.nvmlReturn)
+        if code:  # 3: NVML_ERROR_NOT_SUPPORTED, named as pynvml names it
+            out[name] = (None, "NVMLError_NotSupported: Not Supported" if code == 3
+                         else _nverr(_error(nv, code)))
+        else:
+            out[name] = (int(getattr(v.value, FIELD_TYPES[int(v.valueType)])), None)
+    return out
+
+
+def nvlink_errors(nv, h, gpu, not_read):
+    """Every link's error counters, {link: {"active": bool, counter: n}}, read on active links
+    only (an inactive one is nvlink_up's); a counter not read is None, its reason in not_read
+    under the name test_error_counters gives it ('GPU 0 NVLink 3 crc_data')."""
+    out = {}
+    for link, state, why in _links(nv, h):
+        where = "GPU %s NVLink %d" % (gpu, link)
+        if why is not None:
+            out[str(link)] = {"active": None}
+            not_read[where + " state"] = why
+            continue
+        row = out[str(link)] = {"active": state == 1}
+        if state != 1:
+            continue
+        got = {n: _count(nv.nvmlDeviceGetNvLinkErrorCounter, h, link, c) for n, c in NVLINK_ERRORS}
+        gone = all(w and "NotSupported" in w for _, w in got.values())
+        if gone and hasattr(nv, "nvmlDeviceGetFieldValues"):  # Blackwell: the call is gone
+            nvlink5 = _nvlink5(nv, h, link)
+            if any(w is None for _, w in nvlink5.values()):  # its fields are there: said once a GPU
+                not_read["GPU %s NVLink DL counters" % gpu] = "%s (NVLink5's own counters read)" % (
+                    got["replay"][1])
+                got = nvlink5
+            else:
+                got.update(nvlink5)
+        for name, (v, w) in got.items():
+            row[name] = v
+            if w:
+                not_read["%s %s" % (where, name)] = w
+    return out
+
+
+def ecc_counts(nv, h, gpu, not_read):
+    """The GPU's volatile (since the driver loaded) ECC counts; None where unread, as above."""
+    out = {}
+    for name, kind in ECC_COUNTS:
+        out[name], why = _count(nv.nvmlDeviceGetTotalEccErrors, h, kind, 0)
+        if why:
+            not_read["GPU %s volatile ECC %s" % (gpu, name)] = why
     return out
 
 
@@ -440,19 +520,32 @@ def imex():
     return out
 
 
-def nvlinks(nv, h):
-    """Links that exist, how many are up, and those whose state could not be read (never
-    dropped: an unreadable link is not a missing one)."""
+def _links(nv, h):
+    """(link, state, None) for each link the GPU has, (link, None, why) where its state could
+    not be read. nvidia-ml-py >= 13's table has 36 slots where NVLink5 has 18: past the GPU's
+    own, NVML says InvalidArgument (NotSupported: a GPU without NVLink); those do not exist."""
     absent = tuple(getattr(nv, n) for n in ("NVMLError_NotSupported", "NVMLError_InvalidArgument")
                    if hasattr(nv, n))
-    states, unreadable = [], {}
     for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
-            states.append(int(nv.nvmlDeviceGetNvLinkState(h, link)))
+            state = int(nv.nvmlDeviceGetNvLinkState(h, link))
         except absent:
             continue  # this link does not exist on the GPU
         except Exception as exc:  # noqa: BLE001
-            unreadable[str(link)] = ("%s: %s" % (type(exc).__name__, exc)).strip()
+            yield link, None, ("%s: %s" % (type(exc).__name__, exc)).strip()
+            continue
+        yield link, state, None
+
+
+def nvlinks(nv, h):
+    """Links that exist, how many are up, and those whose state could not be read (never
+    dropped: an unreadable link is not a missing one)."""
+    states, unreadable = [], {}
+    for link, state, why in _links(nv, h):
+        if why is None:
+            states.append(state)
+        else:
+            unreadable[str(link)] = why
     # every query failing is a GPU without reachable NVLink (a PCIe card, a 1-GPU VM slice):
     # no links, the errors kept; a class that needs NVLink fails on them
     return {"links": len(states) + (len(unreadable) if states else 0), "up": sum(states),
@@ -671,7 +764,7 @@ def _beside(name):
     return mod
 
 
-def preflight(storage_path, iface):
+def preflight(storage_path, iface, gpus=False):
     """What the run's probes will find on this host, cheaply (no measurement): the storage
     path as the storage probe resolves it and its filesystem, the data interface as netinfo
     reads it, which tools are installed, whether the journal persists."""
@@ -694,6 +787,9 @@ def preflight(storage_path, iface):
         # the data interface's port, else every name (what a missing one's error lists)
         out["ethernet"] = mine or [{"name": p["name"], "addresses": []} for p in ports]
         out["infiniband"] = net.infiniband()
+    dcgm = _beside("dcgm")
+    if dcgm is not None and gpus:  # dcgmi on PATH, its host engine answering (dcgm_diag)
+        out["dcgm"] = dcgm.preflight()
     return out
 
 
@@ -857,7 +953,7 @@ def main():
     doc["imex"] = imex()
     doc["nvidia"]["pci_devices"] = nvidia_pci_devices()
     doc["nvidia"]["driver_loaded"] = os.path.exists("/proc/driver/nvidia")
-    doc["preflight"] = preflight(a.storage_path, a.data_iface)
+    doc["preflight"] = preflight(a.storage_path, a.data_iface, bool(nvidia.get("gpus")))
     doc["elapsed_s"] = round(time.time() - t0, 3)
     print(json.dumps(doc))
 

@@ -15,6 +15,11 @@ CRITERIA = {
     "p2p_bandwidth": {"type": "number", "retry": True, "fleet": True,
                       "derived": {"link_rate": "x link rate"}},
     "p2p_uniformity": {"type": "number"},  # slowest pair / median pair, of the judged P2P attempt
+    # the other collectives of nccl-tests, measured in the all-reduce's probe run, judged at
+    # allreduce_busbw's size (GB/s); derived allreduce: a fraction of the host's own all-reduce
+    # busbw at that size in the same run (acceptance/test_interconnect.py, collective_threshold)
+    **{f"{op}_busbw": {"type": "number", "derived": {"allreduce": "x all-reduce"}}
+       for op in ("allgather", "reduce_scatter", "alltoall", "sendrecv")},
 }
 PLUGIN = "signoff.interconnect.plugin"
 SWEEP = ["1M", "8G"]  # where a profile sets no sweep

@@ -92,3 +92,30 @@ def floors(t, doc: dict, gpus: list[dict]) -> tuple[dict[str, tuple[float | None
     kinds = sorted({f"{why}: >= {round(t.value * r, 2):g} GB/s" for r, why in rates.values() if r})
     said = f" ({PROVISIONAL})" if t.provisional else ""
     return out, f">= {t.value:g} x its link rate, one way ({'; '.join(kinds)}){said}"
+
+
+def allreduce_threshold(t, allreduce_busbw: float | None, size: str, host: str):
+    """A collective's threshold by rule `derived: allreduce`: t.value x the host's own all-reduce busbw
+    at `size` in the same probe run, as a threshold in GB/s whose source states the figures."""
+    from dataclasses import replace
+
+    from signoff.fleet import ProbeError
+    if not allreduce_busbw:
+        raise ProbeError(f"{host}: no all-reduce busbw at {size} in the same run: {t.criterion}'s "
+                         f"derived threshold has nothing to be a fraction of")
+    rule = (f"derived: {t.value:g} x {allreduce_busbw:g} GB/s, this host's all-reduce busbw at {size} in the "
+            f"same probe run")
+    return replace(t, value=round(t.value * allreduce_busbw, 3), unit="GB/s", source=f"{rule}; {t.source}")
+
+
+def wrong_results(doc: dict, names: dict[str, str]) -> list[str]:
+    """Every collective's size whose output was not exact (the doc's `ops`, and its `rails`'s per
+    rail), said as `wrong all-to-all at 1M` (`names`: op -> what a check calls it)."""
+    from signoff.units import human_bytes
+    out = [f"wrong {names.get(op, op)} at {human_bytes(r['bytes'])}"
+           for op, rows in sorted((doc.get("ops") or {}).items()) for r in rows if not r["correct"]]
+    out += [f"wrong {names.get(op, op)} at {human_bytes(r['bytes'])} in rail {rail}"
+            for op, rails in sorted((doc.get("rails") or {}).items())
+            for rail, rows in sorted(rails.items(), key=lambda kv: int(kv[0]))
+            for r in rows if not r["correct"]]
+    return out

@@ -5,6 +5,10 @@ from __future__ import annotations
 from signoff.figures import png, pyplot
 from signoff.units import human_bytes
 
+# probe_allreduce's collectives, as the report names them
+OP_NAMES = {"allreduce": "all-reduce", "allgather": "all-gather", "reduce_scatter": "reduce-scatter",
+            "alltoall": "all-to-all", "sendrecv": "send/recv"}
+
 
 def p2p_heatmap(host: str, n: int, matrix: dict, title: str, limit: float | None = None) -> str:
     plt = pyplot()
@@ -75,4 +79,40 @@ def busbw_hosts(rows: dict[str, list[dict]], limit: float | None, ref_bytes: int
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6, ncol=2)
+    return png(fig)
+
+
+def collectives_table(doc: dict) -> str:
+    """busbw of every collective of one probe run by size, the all-reduce's first."""
+    ops = {"allreduce": doc.get("rows") or [], **(doc.get("ops") or {})}
+    sizes = sorted({r["bytes"] for rs in ops.values() for r in rs})
+    head = "".join(f"<th>{OP_NAMES.get(o, o)} busbw GB/s</th>" for o in ops)
+
+    def cell(rs, b):
+        r = next((x for x in rs if x["bytes"] == b), None)
+        return "<td></td>" if r is None else f"<td>{r['busbw']:.2f}{'' if r['correct'] else ' WRONG'}</td>"
+    body = "".join(f"<tr><td>{human_bytes(b)}</td>{''.join(cell(rs, b) for rs in ops.values())}</tr>"
+                   for b in sizes)
+    return f"<table class='so-table'><tr><th>size</th>{head}</tr>{body}</table>"
+
+
+def collectives_chart(host: str, ops: dict[str, list[dict]], ref_bytes: int | None,
+                      title: str = "collectives") -> str:
+    """busbw vs size of each collective of one host (or one rail, one run), the all-reduce among them."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    sizes = sorted({r["bytes"] for rs in ops.values() for r in rs})
+    for op in sorted(ops, key=lambda o: list(OP_NAMES).index(o) if o in OP_NAMES else 99):
+        rs = ops[op]
+        ax.plot([r["bytes"] for r in rs], [r["busbw"] for r in rs], "o-" if op == "allreduce" else ".-",
+                ms=3, lw=1.6 if op == "allreduce" else 1, label=OP_NAMES.get(op, op))
+    if ref_bytes:
+        ax.axvline(ref_bytes, color="grey", lw=0.8, ls=":", label=f"judged at {human_bytes(ref_bytes)}")
+    ax.set_xscale("log", base=2)
+    if sizes:
+        ax.set_xticks(sizes, [human_bytes(v) for v in sizes], rotation=60, fontsize=7)
+    ax.set_ylabel("busbw GB/s (1e9 B/s)")
+    ax.set_title(f"{host}: {title} busbw beside the all-reduce", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=3)
     return png(fig)

@@ -5,7 +5,13 @@ nccl-tests' definitions: algbw = bytes / time (GB = 1e9 B); busbw = algbw * 2(n-
 NCCL on GPUs, timed with CUDA events over a CUDA graph of `iters` all-reduces (an eager
 loop loses most of the small-message bandwidth to launch overhead); gloo on CPU-only
 hosts, timed with the wall clock. Every size's result is checked for correctness.
-Prints exactly one JSON document.
+--op adds the other collectives of nccl-tests, measured back to back in the same rendezvous:
+all-gather, reduce-scatter, all-to-all, send/recv, with nccl-tests' sizes and busbw factors
+(NVIDIA/nccl-tests doc/PERFORMANCE.md: the size is the whole array, count per rank x n, for
+all-gather and reduce-scatter, a rank's whole buffer for all-to-all, what a rank sends for
+send/recv; busbw = algbw x (n-1)/n, send/recv x 1); --rail-split measures them again inside each
+rail, the ranks of one local index on every node (nccl-tests' NCCL_TESTS_SPLIT="MOD <ranks per
+node>"), all rails at once. Prints exactly one JSON document.
 """
 import argparse
 import datetime
@@ -32,7 +38,16 @@ probelib = sys.modules["probelib"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(probelib)
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+OPS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv")
 NCCL_LOG = "nccl.%h.%p.log"
+
+
+def ops_list(text):
+    ops = [o.strip() for o in text.split(",") if o.strip()]
+    bad = [o for o in ops if o not in OPS]
+    if bad or not ops:
+        raise argparse.ArgumentTypeError("unknown collective(s) %s: expected %s" % (bad, ",".join(OPS)))
+    return ops
 
 
 def parse_size(text):
@@ -119,6 +134,197 @@ def time_size(torch, dist, nbytes, args, dev, rank, world, use_graph):
     return float(t[0]), t[1].item() == 0.0
 
 
+def bus_factor(op, n):
+    """nccl-tests' busbw / algbw (doc/PERFORMANCE.md; src/sendrecv.cu: factor 1)."""
+    if op == "allreduce":
+        return 2.0 * (n - 1) / n
+    return 1.0 if op == "sendrecv" else (n - 1) / n
+
+
+def op_case(torch, dist, op, nbytes, dev, group, ranks):
+    """(run, check, bytes) of one collective at nccl-tests' size `nbytes` among `ranks` (global ranks
+    of `group`, None: the world): run() does it once, check() says whether its output is exact,
+    bytes is the size algbw counts (the whole array rounded down to a multiple of the ranks, as
+    nccl-tests' count). Integer data where nothing is summed; reduce-scatter sums small integers
+    (chunk j holds j % 16 + 1 on every rank), exact in float32 at any rank count of a cluster."""
+    n, me = len(ranks), ranks.index(dist.get_rank())
+    count = nbytes // 4 // (1 if op == "sendrecv" else n)
+    if count == 0:
+        return None
+    i32, f32 = torch.int32, torch.float32
+    chunks = torch.arange(n, dtype=i32, device=dev).view(n, 1)
+    # torch 2.13 names them *_single (the old names warn, deprecated); older torch has the old only
+    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    if op == "allgather":
+        inp = torch.full((count,), me + 1, dtype=i32, device=dev)
+        out = torch.empty(count * n, dtype=i32, device=dev)
+
+        def run():
+            all_gather(out, inp, group=group)
+
+        def check():
+            return bool((out.view(n, count) == chunks + 1).all())
+    elif op == "reduce_scatter":
+        inp = (chunks % 16 + 1).to(f32).expand(n, count).contiguous().view(-1)
+        out = torch.empty(count, dtype=f32, device=dev)
+
+        def run():
+            reduce_scatter(out, inp, group=group)
+
+        def check():
+            return bool((out == float(n * (me % 16 + 1))).all())
+    elif op == "alltoall":
+        inp = (me * n + chunks).expand(n, count).contiguous().view(-1)  # chunk j goes to rank j
+        out = torch.empty(count * n, dtype=i32, device=dev)
+
+        def run():
+            dist.all_to_all_single(out, inp, group=group)
+
+        def check():  # chunk i came from rank i
+            return bool((out.view(n, count) == chunks * n + me).all())
+    elif op == "sendrecv":  # nccl-tests' ring: to the next rank, from the previous one
+        inp = torch.full((count,), me + 1, dtype=i32, device=dev)
+        out = torch.empty(count, dtype=i32, device=dev)
+        to, frm = ranks[(me + 1) % n], ranks[(me - 1) % n]
+
+        def run():
+            for req in dist.batch_isend_irecv([dist.P2POp(dist.isend, inp, to, group),
+                                               dist.P2POp(dist.irecv, out, frm, group)]):
+                req.wait()
+
+        def check():
+            return bool((out == (me - 1) % n + 1).all())
+    else:
+        raise ValueError("unknown op %r" % op)
+    if os.environ.get("SIGNOFF_WRONG_OP") == op and me == n - 1:
+        # tests: the last rank's output off by one after every run, as a corrupting link would leave it
+        exact = run
+
+        def run():
+            exact()
+            out[:1] += 1
+    return run, check, count * 4 * (1 if op == "sendrecv" else n)
+
+
+def time_op(torch, dist, case, args, dev, group, use_graph):
+    """Seconds per run of `case` (op_case), median over repeats, max over the group's ranks, and
+    whether every rank's output was exact (before the timing, and after the graph's replay)."""
+    run, check, _ = case
+    run()
+    ok = check()
+    graph = None
+    if dev.type == "cuda" and use_graph:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(args.warmup):
+                run()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(args.iters):
+                run()
+        graph.replay()  # the same inputs each time: the replayed output must be exact too
+        torch.cuda.synchronize(dev)
+        ok = ok and check()
+    else:
+        for _ in range(args.warmup):
+            run()
+    times = []
+    for _ in range(args.repeats):
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+            dist.barrier(group=group)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            if graph is not None:
+                graph.replay()
+            else:
+                for _ in range(args.iters):
+                    run()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3 / args.iters)
+        else:
+            dist.barrier(group=group)
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                run()
+            times.append((time.perf_counter() - t0) / args.iters)
+    t = torch.tensor([median(times), 0.0 if ok else 1.0], dtype=torch.float64,
+                     device=dev if dev.type == "cuda" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    del graph
+    return float(t[0]), t[1].item() == 0.0
+
+
+def sweep_op(torch, dist, op, args, dev, group, ranks, use_graph):
+    """One collective over the sweep among `ranks`: (rows, graphs used, error). An error the
+    collective raises alike on every rank (an op the backend lacks) ends this op only."""
+    rows = []
+    try:
+        for nbytes in sizes(args.min_bytes, args.max_bytes, args.factor):
+            case = op_case(torch, dist, op, nbytes, dev, group, ranks)
+            if case is None:  # fewer bytes than ranks x 4: nothing to send
+                continue
+            try:
+                t, ok = time_op(torch, dist, case, args, dev, group, use_graph)
+            except RuntimeError:
+                if not use_graph:
+                    raise
+                use_graph = False  # capture unsupported for this op: eager, and said (graphs)
+                t, ok = time_op(torch, dist, case, args, dev, group, use_graph)
+            algbw = case[2] / t / 1e9
+            rows.append({"bytes": nbytes, "time_us": round(t * 1e6, 3), "algbw": round(algbw, 3),
+                         "busbw": round(algbw * bus_factor(op, len(ranks)), 3), "correct": ok})
+            del case
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+    except (RuntimeError, NotImplementedError, ValueError) as exc:
+        said = (str(exc).strip().splitlines() or [""])[0][:300]
+        return rows, use_graph, "%s: %s" % (type(exc).__name__, said)
+    return rows, use_graph, None
+
+
+def other_ops(torch, dist, args, dev, rank, world, local_rank, local_world, use_graph):
+    """The collectives of --op besides the all-reduce over every rank, then (--rail-split, several
+    nodes) those of --rail-split inside each rail, every rail at once: {"ops": {op: rows},
+    "op_graphs", "op_errors", "rails": {op: {local index: rows}}, "rail_errors"}."""
+    out = {}
+    every = list(range(world))
+    for op in [o for o in args.op if o != "allreduce"]:
+        rows, graphs, err = sweep_op(torch, dist, op, args, dev, None, every, use_graph)
+        out.setdefault("ops", {})[op] = rows
+        out.setdefault("op_graphs", {})[op] = graphs
+        if err:
+            out.setdefault("op_errors", {})[op] = err
+    if not args.rail_split or args.nnodes < 2:
+        return out
+    if local_world == 1 and all(op in out.get("ops", {}) for op in args.rail_split):
+        # one rank per node: its one rail is every rank, measured above; not run twice
+        out["rails"] = {op: {"0": out["ops"][op]} for op in args.rail_split}
+        out["rail_errors"] = {op: {"0": out["op_errors"][op]} for op in args.rail_split
+                              if op in out.get("op_errors", {})}
+        out["rails_of"] = "ops: one rank per node, the rail is the whole run"
+        return out
+    # every rank makes every rail's group, in the same order (torch.distributed.new_group)
+    rails = [[node * local_world + r for node in range(args.nnodes)] for r in range(local_world)]
+    groups = [dist.new_group(ranks) for ranks in rails]
+    mine = {}
+    for op in args.rail_split:
+        rows, _, err = sweep_op(torch, dist, op, args, dev, groups[local_rank], rails[local_rank], use_graph)
+        mine[op] = {"rows": rows, "error": err}
+    every_rail = [None] * world
+    dist.all_gather_object(every_rail, mine)  # node 0's rank r speaks for rail r
+    for r in range(local_world):
+        for op, res in every_rail[r].items():
+            out.setdefault("rails", {}).setdefault(op, {})[str(r)] = res["rows"]
+            if res["error"]:
+                out.setdefault("rail_errors", {}).setdefault(op, {})[str(r)] = res["error"]
+    return out
+
+
 def worker(local_rank, local_world, args, port, out_path):
     import torch
     import torch.distributed as dist
@@ -142,7 +348,7 @@ def worker(local_rank, local_world, args, port, out_path):
     sys.stderr.write("signoff-event joined rank %d\n" % rank)  # who reached the rendezvous
     rows, use_graph = [], cuda and not args.no_graph
     try:
-        for nbytes in sizes(args.min_bytes, args.max_bytes, args.factor):
+        for nbytes in sizes(args.min_bytes, args.max_bytes, args.factor) if "allreduce" in args.op else ():
             try:
                 t, ok = time_size(torch, dist, nbytes, args, dev, rank, world, use_graph)
             except RuntimeError:
@@ -154,11 +360,13 @@ def worker(local_rank, local_world, args, port, out_path):
             rows.append({"bytes": nbytes, "time_us": round(t * 1e6, 3),
                          "algbw": round(algbw, 3),
                          "busbw": round(algbw * 2 * (world - 1) / world, 3), "correct": ok})
+        more = other_ops(torch, dist, args, dev, rank, world, local_rank, local_world,
+                         cuda and not args.no_graph)
         if local_rank == 0:
             # gloo across hosts: the connections it holds, and the interface each leaves by
             links = {"links": gloo_links(port)} if not cuda and args.nnodes > 1 else {}
             with open(out_path, "w") as f:
-                json.dump({"rows": rows, "graphs": use_graph, **links}, f)
+                json.dump({"rows": rows, "graphs": use_graph, **links, **more}, f)
     finally:
         dist.destroy_process_group()
 
@@ -304,6 +512,11 @@ def main():
     ap.add_argument("--master-addr", default="127.0.0.1", help="node 0's address on the measured net")
     ap.add_argument("--master-port", type=int, default=0, help="0: any free port (single node)")
     ap.add_argument("--timeout", type=int, default=120, help="rendezvous/collective timeout, s")
+    ap.add_argument("--op", type=ops_list, default=["allreduce"],
+                    help="collectives to measure, comma-separated, back to back: %s" % ",".join(OPS))
+    ap.add_argument("--rail-split", type=ops_list, default=[],
+                    help="across nodes: these collectives again inside each rail (the ranks of one "
+                         "local index on every node: nccl-tests' NCCL_TESTS_SPLIT=\"MOD <ranks per node>\")")
     ap.add_argument("--slurm", action="store_true",
                     help="this process is one rank: a task of an srun step (SLURM_PROCID, SLURM_LOCALID, "
                          "SLURM_NTASKS, SLURM_NNODES, SLURM_NODEID); the store on task 0")

@@ -15,7 +15,7 @@ def interconnect_section(records: list[dict], profile) -> str:
             if r["criterion"] == "allreduce_busbw" and (r.get("details") or {}).get("rows")}
     p2p = {r["host"]: r["details"] for r in records
            if r["criterion"] == "p2p_bandwidth" and (r.get("details") or {}).get("unidirectional")}
-    if not rows and not p2p:
+    if not rows and not p2p and not any(r["criterion"] in OPS_CRITERIA for r in records):
         return ""
     out = "<h2>Interconnect (intra-node)</h2>"
     t = profile.criteria.get("allreduce_busbw") if profile else None
@@ -23,6 +23,7 @@ def interconnect_section(records: list[dict], profile) -> str:
         ref = parse_size(t.extra["size"]) if t and "size" in t.extra else None
         out += img(plots.busbw_hosts(rows, t.value if t else None, ref, MATRIX_MAX_HOSTS, WORST),
                     "all-reduce busbw vs message size")
+    out += collectives_section(records, t)
     if p2p:
         lim = profile.criteria.get("p2p_bandwidth") if profile else None
         lim = None if lim and lim.extra.get("derived") else lim  # a fraction of each pair's link: no one line
@@ -39,6 +40,35 @@ def interconnect_section(records: list[dict], profile) -> str:
             if p2p[h].get("bidirectional"):
                 out += img(plots.p2p_heatmap(h, n, p2p[h]["bidirectional"], "bidirectional copy"),
                             f"{h} P2P bidirectional")
+    return out
+
+
+OPS_CRITERIA = {f"{op}_busbw": op for op in plots.OP_NAMES if op != "allreduce"}
+
+
+def collectives_section(records: list[dict], t) -> str:
+    """Each host's collectives beside its all-reduce, one chart a host (the WORST by their lowest
+    busbw / all-reduce at the judged size above MATRIX_MAX_HOSTS hosts)."""
+    per: dict[str, dict] = {}
+    for r in records:
+        d = r.get("details") or {}
+        if r["criterion"] in OPS_CRITERIA and d.get("rows"):
+            per.setdefault(r["host"], {})[OPS_CRITERIA[r["criterion"]]] = d["rows"]
+            if d.get("allreduce_rows"):
+                per[r["host"]]["allreduce"] = d["allreduce_rows"]
+    if not per:
+        return ""
+    ref = parse_size(t.extra["size"]) if t and "size" in t.extra else None
+    shown, out = sorted(per), ""
+    if len(shown) > MATRIX_MAX_HOSTS:
+        def low(h):
+            return min((r["busbw"] for op, rs in per[h].items() if op != "allreduce" for r in rs
+                        if r["bytes"] == ref), default=0)
+        shown = sorted(shown, key=low)[:WORST]
+        out += (f"<p>Collectives of the {WORST} hosts with the lowest busbw at the judged size "
+                f"(of {len(per)}):</p>")
+    for h in sorted(shown):
+        out += img(plots.collectives_chart(h, per[h], ref), f"{h} collectives busbw beside the all-reduce")
     return out
 
 
@@ -64,6 +94,17 @@ def methodology(doc: dict, profile) -> list[dict]:
                     f"the sweep again up to the threshold's attempts ({attempts} in all), the best "
                     f"judged, every attempt's busbw and the spread in the check's details and message; "
                     f"a size is correct only if it was in every attempt"},
+            {"check": "allgather_busbw, reduce_scatter_busbw, alltoall_busbw, sendrecv_busbw, "
+                      "collectives_correct",
+             "tool": "the all-reduce's probe run (probe_allreduce --op), the same ranks and rendezvous",
+             "how": "after the all-reduce, back to back: all_gather_into_tensor, reduce_scatter_tensor, "
+                    "all_to_all_single, and send/recv to the next rank and from the previous one "
+                    "(nccl-tests' ring), each timed as the all-reduce over its sweep; sizes as nccl-tests "
+                    "counts them (the whole array for all-gather and reduce-scatter, a rank's buffer for "
+                    "all-to-all, what a rank sends for send/recv: NVIDIA/nccl-tests doc/PERFORMANCE.md), "
+                    "busbw = algbw x (n-1)/n, send/recv x 1; every output checked exactly (each rank's "
+                    "chunks are its own integers); judged at the all-reduce's size, a derived threshold "
+                    "as a fraction of the host's own all-reduce busbw there in the same run; not retried"},
             {"check": "p2p_bandwidth, p2p_uniformity, gpu_topology",
              "tool": f"torch {torch.get('version') or '?'} copies, nvidia-smi topo -m",
              "how": "1 GiB copy per ordered GPU pair, 10 iterations timed with CUDA events, one way "

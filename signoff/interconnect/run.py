@@ -14,7 +14,9 @@ from signoff.interconnect import SWEEP, judge
 from signoff.units import parse_size
 
 
-def allreduce_doc(host, profile, devices) -> dict:
+def allreduce_doc(host, profile, devices, ops=()) -> dict:
+    """The all-reduce sweep; with `ops` (COLLECTIVES whose checks are selected) those collectives
+    too, back to back in the same probe run and rendezvous (the doc's `ops`)."""
     if len(devices) == 1:
         not_applicable(f"{host} has one GPU: an all-reduce needs two")
     # measured without a busbw threshold too: its correctness and transport checks judge it
@@ -22,9 +24,12 @@ def allreduce_doc(host, profile, devices) -> dict:
     lo, hi = t.extra["sweep"] if t else SWEEP
     env = {"NCCL_NVLS_ENABLE": "0"} if profile.hardware.get("nvls") is False else {}
     args = ("allreduce", "--min-bytes", lo, "--max-bytes", hi)
+    more = ("--op", ",".join(("allreduce", *ops))) if ops else ()
 
     def sweep(probe, again=False) -> dict:
-        doc = probe(*args, env=env)
+        # the retry measures the all-reduce alone, the figure that missed; best_of keeps the first
+        # run's other collectives (judged once, never retried)
+        doc = probe(*args, *(() if again else more), env=env)
         if "error" in doc:
             raise ProbeError(f"{host}: all-reduce probe failed: {doc['error']}")
         if again and devices and doc.get("local_ranks") != len(devices):  # not dropped for a better one
@@ -51,6 +56,8 @@ def best_of(doc: dict, again, t) -> dict:
         return doc
     best, figures = retry.best(tries, lambda d: busbw_at(d, ref), t)
     wrong = {r["bytes"] for d in tries for r in d["rows"] if not r["correct"]}
+    # the other collectives: measured in the first attempt only (the retry is the all-reduce's)
+    best = {**best, **{k: v for k, v in doc.items() if k in OTHER_OPS}}
     used: dict = {}  # a transport NCCL fell back to in any attempt stays in the judgement
     for d in tries:
         for kind, pairs in (d.get("transports") or {}).items():
@@ -97,6 +104,25 @@ MEASURES = {
     "topology": ("interconnect topology", ("test_gpu_topology",),
                  lambda v, prof: v.cached_probe("p2p", "--no-bandwidth") if len(v.gpus) > 1 else None),
 }
+
+
+# what probe_allreduce --op adds to the all-reduce's document
+OTHER_OPS = ("ops", "op_graphs", "op_errors")
+# The collectives beyond all-reduce (probe_allreduce --op): criterion <op>_busbw, what a check says
+COLLECTIVES = {"allgather": "all-gather", "reduce_scatter": "reduce-scatter", "alltoall": "all-to-all",
+               "sendrecv": "send/recv"}
+CORRECT_TEST = "test_collectives_correct"
+
+
+def with_ops(ops) -> dict:
+    """MEASURES whose all-reduce also measures `ops` in the same probe run (the plugin passes the
+    collectives whose checks are selected: a run of the all-reduce's checks alone measures it alone)."""
+    if not ops:
+        return MEASURES
+    family, tests, _ = MEASURES["allreduce"]
+    return {**MEASURES, "allreduce": (
+        family, (*tests, *(f"test_{op}_busbw" for op in COLLECTIVES), CORRECT_TEST),
+        lambda v, prof: class_guard(prof, [v]) or allreduce_doc(v, prof, collective_devices(v), tuple(ops)))}
 
 
 def collective_devices(host) -> list[dict]:

@@ -20,6 +20,12 @@ CRITERIA = {
     # its NICs x their rate), both read in the run (judge.node_bound)
     "multinode_allreduce_busbw": {"type": "number", "extra": ("size", "sweep", "algo"), "retry": True,
                                   "derived": {"node_bound": "x node bound"}},
+    # the all-to-all across every node, one rank per GPU, in the multi-node all-reduce's probe run
+    # (probe_allreduce --op), judged at its size; and inside each rail (the ranks of one local index
+    # on every node: nccl-tests' NCCL_TESTS_SPLIT="MOD <ranks per node>"), the slowest rail. derived
+    # nic_bound: a fraction of the lowest node's NIC share per rank x N/(N-1) x (n-1)/n (judge.py)
+    "multinode_alltoall_busbw": {"type": "number", "derived": {"nic_bound": "x NIC bound"}},
+    "rail_alltoall_busbw": {"type": "number", "derived": {"nic_bound": "x NIC bound"}},
     # which transport the multi-node all-reduce's traffic between nodes took (route.py): NET (NCCL's
     # network plugin over RDMA: IB, RoCE, EFA; never NET/Socket), MNNVL (P2P over a multi-node NVLink
     # domain; `without_mnnvl`: what a second run with MNNVL and NVLS off must use), or data_iface

@@ -368,3 +368,45 @@ def node_bound_threshold(t, bounds: dict[str, dict]):
             f"{b['nics']['what']} / 8 = {b['nics']['gbps'] / 8:g} GB/s))")
     return replace(t, value=round(t.value * value, 3), unit="GB/s", source=f"{rule}; {t.source}")
 
+
+
+# --- the all-to-all across nodes (probe_allreduce --op alltoall --rail-split alltoall) -----------
+
+
+def alltoall_bound(nics: dict, local_ranks: int, nnodes: int, nranks: int) -> float | None:
+    """A node's bound on an all-to-all's busbw across `nnodes` nodes of `nranks` ranks, GB/s: its
+    ranks' share of its NICs b = NICs' rate / 8 / local ranks, x N/(N-1) (the traffic that stays
+    inside a node: NVIDIA/nccl-tests issues 130, 267, "N/(N-1)x the bandwidth per GPU") x (n-1)/n
+    (nccl-tests' busbw factor). One rank per node (a rail): b. None without a NIC rate."""
+    if not nics.get("gbps") or nnodes < 2:
+        return None
+    b = nics["gbps"] / 8 / max(local_ranks, 1)
+    return round(b * nnodes / (nnodes - 1) * (nranks - 1) / nranks, 3)
+
+
+def nic_bound_threshold(t, nics: dict[str, dict], local_ranks: int, nranks_per_node: int, what: str):
+    """multinode_alltoall_busbw / rail_alltoall_busbw by rule nic_bound: t.value x the lowest node's
+    alltoall_bound over these nodes (nics: name -> node_nics()), local_ranks: the ranks per node that
+    share its NICs, nranks_per_node: the ranks of the collective per node (1 in a rail), as a
+    threshold in GB/s whose source states the figures. A node without a NIC rate: ProbeError."""
+    n = len(nics)
+    none = [h for h, x in nics.items() if not x.get("gbps")]
+    if none:
+        raise ProbeError(f"{', '.join(none)}: no NIC rate reported (sysfs) for the {what}'s nic_bound rule: "
+                         f"{'; '.join(nics[h]['what'] for h in none)}")
+    low = min(nics, key=lambda h: nics[h]["gbps"])
+    value = alltoall_bound(nics[low], local_ranks, n, n * nranks_per_node)
+    ranks = n * nranks_per_node
+    rule = (f"derived: {t.value:g} x {value:g} GB/s, the lowest node's bound ({low}: {nics[low]['what']} "
+            f"/ 8 / {local_ranks} rank(s) x {n}/{n - 1} nodes x ({ranks}-1)/{ranks} ranks)")
+    return replace(t, value=round(t.value * value, 3), unit="GB/s", source=f"{rule}; {t.source}")
+
+
+def at_size(rows, nbytes: int):
+    return next((r["busbw"] for r in rows or [] if r["bytes"] == nbytes), None)
+
+
+def rail_figures(doc: dict, nbytes: int) -> dict[str, float | None]:
+    """Each rail's all-to-all busbw at `nbytes` (the doc's rails), by local index."""
+    rails = ((doc.get("rails") or {}).get("alltoall") or {}).items()
+    return {r: at_size(rows, nbytes) for r, rows in sorted(rails, key=lambda kv: int(kv[0]))}

@@ -130,9 +130,26 @@ def node_bounds(fleet, network: Network, measure, names: list[str]) -> dict[str,
     return network.bounds(names, intra)
 
 
+# the checks of the collectives beyond all-reduce across nodes (acceptance/test_network.py)
+ALLTOALL_TESTS = ("test_multinode_alltoall_busbw", "test_rail_alltoall_busbw",
+                  "test_multinode_collectives_correct")
+# Across nodes, the issue's two runs: the all-to-all over every rank, and inside each rail; the other
+# collectives are swept inside each node (signoff/interconnect), where they cost no network time
+MULTINODE_OPS = ("--op", "allreduce,alltoall", "--rail-split", "alltoall")
+PAIR_OPS = MULTINODE_OPS  # the bisection's 2-host runs: what names a slow host or link
+
+
+def multinode_ops(session) -> tuple[tuple, tuple]:
+    """probe_allreduce's arguments that add the other collectives (and the all-to-all inside each
+    rail) to every all-reduce across nodes, and to the bisection's 2-host runs, where one of their
+    checks is selected: one rendezvous, one launch; the all-reduce's checks alone measure it alone."""
+    picked = {getattr(i, "originalname", i.name) for i in session.items}
+    return (MULTINODE_OPS, PAIR_OPS) if picked & set(ALLTOALL_TESTS) else ((), ())
+
+
 @pytest.fixture(scope="session")
-def network(pytestconfig, fleet) -> Network:
-    return Network(fleet, pytestconfig.getoption("net_port"))
+def network(request, pytestconfig, fleet) -> Network:
+    return Network(fleet, pytestconfig.getoption("net_port"), *multinode_ops(request.session))
 
 
 @pytest.fixture(scope="session")

@@ -57,7 +57,25 @@ def network_section(records: list[dict]) -> str:
                         for p, bw in bis["pairs"].items())
         out += (f"<p>Bisection (2-host all-reduce per ring pair): slow <b>{escape(named)}</b></p>"
                 f"<table class='so-table'><tr><th>pair</th><th>busbw GB/s</th></tr>{cells}</table>")
-    return out
+    return out + collectives_figure(records)
+
+
+def collectives_figure(records: list[dict]) -> str:
+    """The collectives of the multi-node all-reduce's run, each rail's all-to-all among them, drawn
+    beside its all-reduce curve (the details of multinode_collectives_correct and the all-to-all)."""
+    from signoff.interconnect.plots import collectives_chart
+    got = {r["criterion"]: r.get("details") or {} for r in records
+           if r["criterion"] in ("multinode_collectives_correct", "multinode_alltoall_busbw")}
+    ops = dict(got.get("multinode_collectives_correct", {}).get("ops") or {})
+    if not ops:
+        return ""
+    if got.get("multinode_alltoall_busbw", {}).get("allreduce_rows"):
+        ops["allreduce"] = got["multinode_alltoall_busbw"]["allreduce_rows"]
+    rails = (got["multinode_collectives_correct"].get("rails") or {}).get("alltoall") or {}
+    ops.update({f"all-to-all, rail {r}": rows
+                for r, rows in sorted(rails.items(), key=lambda kv: int(kv[0]))})
+    return img(collectives_chart("all hosts", ops, None, "collectives across nodes"),
+               "collectives across nodes beside the all-reduce")
 
 
 def why(r: dict) -> str:
@@ -127,4 +145,13 @@ def methodology(doc: dict, profile) -> list[dict]:
              "how": "one rank per GPU on every host, the all-reduce sweep as above; a low busbw is "
                     f"run again up to {attempts('multinode_allreduce_busbw')} attempts in all, the best "
                     "judged; still low, it is bisected by 2-host all-reduces per ring pair to name the "
-                    "slow host or link"}]
+                    "slow host or link"},
+            {"check": "multinode_alltoall_busbw, rail_alltoall_busbw, multinode_collectives_correct",
+             "tool": "the multi-node all-reduce's probe run (probe_allreduce --op ... --rail-split alltoall)",
+             "how": "after the all-reduce, in the same rendezvous: the all-to-all over every rank, then "
+                    "the all-to-all inside each rail (the ranks of one "
+                    "local index on every node, every rail at once: nccl-tests' "
+                    "NCCL_TESTS_SPLIT=\"MOD <ranks per node>\"); judged at the all-reduce's size; below the "
+                    "floor, the 2-host runs of the "
+                    "all-reduce's bisection (which measure the same collectives) name the slow host or link, "
+                    "per rail; every output checked exactly"}]

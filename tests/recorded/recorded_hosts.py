@@ -3,8 +3,9 @@
 For a run at a scale no machine here can host (1,000 hosts: tests/test_report_scale_recorded.py).
 Loaded with `-p recorded_hosts` (tests/recorded on PYTHONPATH) and SIGNOFF_RECORDED_HOSTS naming
 a JSON document {"record": <one host's recorded documents, as respond.py takes them>,
-"hosts": {name: {"sysinfo": {key: value, ...}}}}: every inventory host is answered from the
-record, its own sysinfo keys put over the record's (a host's identity, a fault). The
+"hosts": {name: {"sysinfo": {key: value, ...}, probe: document}}}: every inventory host is
+answered from the record, its own sysinfo keys put over the record's (a host's identity, a
+fault), its own documents of other probes in place of the record's. The
 controller runs for real — inventory, fleet, run lock, temp dir, shipping, parsing, judging,
 results and the report — only the host's side is the recording: the lock is granted, the temp
 dir named, nothing is copied or run anywhere (but the kernel log's XID reading, done once by
@@ -63,6 +64,8 @@ class Recording:
             g["serial"] = str(int(tag[:10], 16) * 16 + i)
         deep_update(facts, self.hosts.get(name, {}).get("sysinfo", {}))
         rec["sysinfo"] = facts
+        # the host's own documents of other probes (its recorded dcgmi output) over the record's
+        rec.update({k: v for k, v in self.hosts.get(name, {}).items() if k != "sysinfo"})
         return rec
 
     def xids(self, args: list[str], log: str) -> str:

@@ -11,7 +11,8 @@ host's recorded kernel log (SIGNOFF_KERNEL_LOG). What depends on the call is tak
 the storage run's id and start time, the soak's duration
 (its sample stream is the recorded one, continued in its steady state), NCCL_* as the
 controller set them. A probe HOST.json has no document for answers an error saying so
-(never the real probe: it would measure this machine); anything but a probe (`python -c`)
+(never the real probe: it would measure this machine; but the dcgm probe runs for real, its
+`dcgmi` a stand-in printing the host's recorded output); anything but a probe (`python -c`)
 runs in this interpreter. Stdlib only.
 """
 
@@ -109,7 +110,25 @@ def storage(rec, args, lines):
     return {"path": path, "removed": [], "failed": [], **common}
 
 
-ANSWERS = {"sysinfo": sysinfo, "p2p": p2p, "allreduce": allreduce, "train": train, "soak": soak,
+def dcgm(rec, args, lines):
+    """The real dcgm probe (signoff/dcgm/probe_dcgm.py), its `dcgmi` the stand-in
+    (tests/recorded/dcgmi/dcgmi) answering with the host's recorded output (rec["dcgm"]: the
+    stand-in's document, tests/dcgm_fake.py); {"absent": true}: no dcgmi on PATH at all."""
+    import subprocess
+    here = os.path.dirname(os.path.abspath(__file__))
+    top = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    spec = rec["dcgm"]
+    path = os.path.join(os.path.dirname(here), "dcgmi")
+    was = os.environ.get("PATH", "")
+    env = {**os.environ, "SIGNOFF_FAKE_DCGMI": json.dumps(spec),
+           "PATH": was if spec.get("absent") else path + os.pathsep + was}
+    p = subprocess.run([sys.executable, os.path.join(top, "signoff", "dcgm", "probe_dcgm.py"), *args],
+                       capture_output=True, text=True, env=env,
+                       timeout=float(arg(args, "--timeout", 60)) + 60)
+    return json.loads(p.stdout)
+
+
+ANSWERS = {"dcgm": dcgm, "sysinfo": sysinfo, "p2p": p2p, "allreduce": allreduce, "train": train, "soak": soak,
            "storage": storage, "hbm": None, "sdc": None, "hostlink": None, "loader": None}
 
 
