@@ -18,7 +18,7 @@ def allreduce_doc(host, profile, devices, ops=()) -> dict:
     """The all-reduce sweep; with `ops` (COLLECTIVES whose checks are selected) those collectives
     too, back to back in the same probe run and rendezvous (the doc's `ops`)."""
     if len(devices) == 1:
-        not_applicable(f"{host} has one GPU: an all-reduce needs two")
+        not_applicable(f"{host} has one GPU: a collective needs two")
     # measured without a busbw threshold too: its correctness and transport checks judge it
     t = profile.criteria.get("allreduce_busbw")
     lo, hi = t.extra["sweep"] if t else SWEEP
