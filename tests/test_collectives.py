@@ -154,3 +154,20 @@ def test_intra_node_collectives_judged_and_a_wrong_all_to_all_fails_exactness(tm
         assert [x["bytes"] for x in v["details"]["rows"]] == [512 << 10, 1 << 20]
     html = (tmp_path / "report" / "report.html").read_text()
     assert "collectives busbw beside the all-reduce" in html  # each host's curves on one chart
+
+
+def test_a_floor_the_machine_cannot_reach_fails_allgather_reduce_scatter_and_sendrecv(tmp_path):
+    """The negative of each other intra-node collective: a floor no CPU reaches FAILs it, naming the
+    collective, its figure and the floor (one probe run for the three)."""
+    prof = tmp_path / "beyond.yaml"
+    prof.write_text("extends: local\ncriteria:\n" + "".join(
+        f"  {op}_busbw: {{min: 10000, unit: GB/s, source: 'test: beyond any CPU'}}\n"
+        for op in ("allgather", "reduce_scatter", "sendrecv")))
+    rc, res, out = accept(tmp_path, "acceptance/test_interconnect.py", "-k",
+                          "allgather_busbw or reduce_scatter_busbw or sendrecv_busbw", "--profile", str(prof))
+    assert rc == 1, out
+    r = {k[0]: v for k, v in by_key(res).items()}
+    for op in ("allgather", "reduce_scatter", "sendrecv"):
+        v = r[f"{op}_busbw"]
+        assert v["status"] == "FAIL" and v["measured"] > 0, v
+        assert "expected >= 10000 GB/s" in v["message"], v
