@@ -381,6 +381,27 @@ def test_read_only_mode_skips_sparse_and_preallocated_files_and_names_what_it_re
                                      "skipped, no data on disk to read: 2 sparse, 2 preallocated); "), small
 
 
+def test_a_file_under_writeback_is_not_taken_for_preallocated(fiemap_dir):
+    """ext4 writes dirty pages back into unwritten extents and converts them when the I/O ends:
+    without a synced FIEMAP, a dataset file written seconds ago read as preallocated while a
+    sync ran (140 of 300 here; the read-only test's fresh-clone failure at 6a77f23)."""
+    import threading
+
+    mod, seen = _probe_module(), []
+    for i in range(20):
+        path = fiemap_dir / f"fresh{i}.bin"
+        path.write_bytes(os.urandom(3 << 20))
+        syncing = threading.Thread(target=os.sync)
+        syncing.start()
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            seen += [mod.unwritten_extents(fd) for _ in range(20)]
+        finally:
+            os.close(fd)
+            syncing.join()
+    assert not any(seen), f"{sum(seen)} of {len(seen)} reads saw an unwritten extent"
+
+
 def test_read_only_unwritten_extents_not_looked_for_where_fiemap_is_unsupported(tmp_path):
     """tmpfs answers no FIEMAP: a hole is still found (SEEK_HOLE), and the record says that
     preallocated extents could not be looked for, rather than claim they were."""
@@ -550,8 +571,8 @@ def test_readonly_mode_writes_nothing_on_a_read_only_mount(tmp_path):
         refused = probe(tmp_path / "s", "claim", "--path", str(ro), "--runid", "t7")
     finally:
         subprocess.run(["umount", str(ro)], check=True)
-    assert seq["tool"] == "fio" and seq["files"] == 2 and seq["gbps"] > 0, seq
-    assert small["tool"] == "builtin" and "arbitrary sizes" in small["fallback"]
+    assert seq.get("tool") == "fio" and seq["files"] == 2 and seq["gbps"] > 0, seq
+    assert small.get("tool") == "builtin" and "arbitrary sizes" in small["fallback"], small
     assert small["files"] == 30 and small["files_read"] == 30 and small["bytes"] == small["bytes_per_pass"]
     assert refused["error"] == (f"storage path {ro} is not writable (read-only mount): pass "
                                 "--storage-readonly to measure the files already there without writing")

@@ -64,6 +64,9 @@ FS_IOC_FIEMAP = 0xC020660B  # _IOWR('f', 11, struct fiemap)
 FIEMAP_HEAD = struct.Struct("=QQIIII")  # fm_start, fm_length, fm_flags, mapped, count, reserved
 FIEMAP_EXTENT = struct.Struct("=QQQQQIIII")  # logical, physical, length, 2 reserved, flags, 3 reserved
 FIEMAP_EXTENT_LAST, FIEMAP_EXTENT_UNWRITTEN = 0x1, 0x800
+# ext4 (dioread_nolock) writes dirty pages back into unwritten extents and converts them when the
+# I/O ends: a file written seconds ago reads as preallocated unless FIEMAP syncs it first.
+FIEMAP_FLAG_SYNC = 0x1
 FIEMAP_BATCH = 64
 # Filesystems whose allocated blocks may be fewer than the bytes stored (compression): there a
 # short st_blocks is no hole; each answers SEEK_HOLE itself, which still finds one.
@@ -405,7 +408,8 @@ def unwritten_extents(fd):
     OSError where the filesystem does not answer FIEMAP."""
     start = 0
     while True:
-        buf = bytearray(FIEMAP_HEAD.pack(start, (1 << 64) - 1 - start, 0, 0, FIEMAP_BATCH, 0)
+        buf = bytearray(FIEMAP_HEAD.pack(start, (1 << 64) - 1 - start, FIEMAP_FLAG_SYNC, 0,
+                                         FIEMAP_BATCH, 0)
                         + bytes(FIEMAP_EXTENT.size * FIEMAP_BATCH))
         fcntl.ioctl(fd, FS_IOC_FIEMAP, buf)
         mapped = FIEMAP_HEAD.unpack_from(buf)[3]
