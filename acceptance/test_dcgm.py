@@ -4,9 +4,10 @@ before any other check loads the GPUs, judged per GPU; the raw JSON kept in the 
 from signoff.check import not_applicable
 from signoff.dcgm import judge
 from signoff.fleet import ProbeError
+from signoff.printable import escape
 
 
-def test_dcgm_diag(host, gpus, profile, check, dcgm):
+def test_dcgm_diag(host, gpus, profile, check, dcgm, fleet, attach):
     """Every GPU passes every test of the profile's level. A Fail or Warn FAILs that GPU naming
     the test, DCGM's error id, category, severity and message (ISOLATE / RESET: the action
     beside the GPU on the cover); a Skip or Not Run of a test ERRORs (not judged); no output,
@@ -25,8 +26,12 @@ def test_dcgm_diag(host, gpus, profile, check, dcgm):
         raise ProbeError(f"{host}: dcgm probe failed: {doc['error']}")
     raw = doc.get("raw")
     kept = f"; raw output: {raw}" if raw else "; no raw output to keep"
+    if raw:  # the row links the file (report.html sits beside dcgm/): the provider's RMA evidence
+        attach("html", f"<a href='{escape(raw)}'>{escape(raw)}</a>", "DCGM's raw JSON")
+    # this host's diagnostic's start and end (UTC): every host's ran at once, each to its own timeout
     details = {"level": lvl, "command": doc.get("command"), "rc": doc.get("rc"),
-               "elapsed_s": doc.get("elapsed_s"), "raw": raw, "stderr": doc.get("stderr")}
+               "elapsed_s": doc.get("elapsed_s"), "raw": raw, "stderr": doc.get("stderr"),
+               "measured_utc": fleet.windows.get("dcgm", {}).get(host.name)}
     expected = f"GPUs failed or warned {t.expected}: every GPU passes every test of dcgmi diag -r {lvl}"
     if doc.get("timed_out"):  # failed closed (no judgement read): every GPU of the host counts
         check.require([f"dcgmi diag -r {lvl} did not finish in {doc['timeout_s']:g} s (killed){kept}"],

@@ -1,10 +1,16 @@
 """The NVLink fabric (issue 43): every GPU registered with its fabric and healthy, the NVLink
-domain the run's trays form, IMEX on the trays of a multi-node NVLink domain. NVML's GPU fabric
+domain the run's trays form, IMEX on the trays of a multi-node NVLink domain, the all-reduce
+across a domain's trays over MNNVL at NVLink speed. NVML's GPU fabric
 info and `nvidia-imex-ctl -N -j` are read by the sysinfo probe at the run's start."""
 
+import pytest
+
+from signoff import cotenants, retry
 from signoff.check import not_applicable
 from signoff.fabric import judge
 from signoff.fleet import ProbeError
+from signoff.hostlist import fold
+from signoff.units import parse_size
 
 
 def test_nvlink_fabric(host, gpus, profile, check):
@@ -112,3 +118,83 @@ def test_imex(host, gpus, profile, check, fleet):
                         "daemon down or unreachable, or no channel created: CUDA cannot import memory "
                         "across trays and NCCL falls back from MNNVL",
                   details=imex)
+
+
+@pytest.mark.usefixtures("fleet_of_class")
+def test_mnnvl_allreduce(fleet, network, profile, check, pytestconfig):
+    """The all-reduce across the trays of each NVLink domain of the run (NCCL's defaults, as the
+    published runs: MNNVL, NVLS on), its busbw at the threshold's size judged against the NVLink
+    floor, the slowest domain's; its traffic between trays must be MNNVL: a domain that fell back
+    to the NICs (NET/IB) FAILs naming the tray and transport. The NICs' own run (MNNVL and NVLS
+    off) is multinode_allreduce's, judged by the NIC rule; a tray in no one domain is named here."""
+    if not profile.hardware.get("nvlink_domain"):
+        not_applicable(f"all hosts: profile {profile.name}'s class has no multi-node NVLink domain "
+                       f"(hardware.nvlink_domain unset): no all-reduce over MNNVL")
+    names = fleet.names
+    if len(names) < 2:
+        not_applicable("one tray: no all-reduce across the trays of its NVLink domain")
+    t = profile.threshold("mnnvl_allreduce_busbw")
+    hosts = {n: [g.get("fabric") or {} for g in fleet.facts(n)["nvidia"].get("gpus", [])] for n in names}
+    unread = [f"{n} GPU {i} ({why})" for n, gs in hosts.items() for i, f in enumerate(gs)
+              if (why := judge.unread(f))]
+    if unread:  # which trays share a domain is NVML's to say: never guessed from the inventory
+        raise ProbeError(f"no GPU fabric state, so no NVLink domain to run the all-reduce over MNNVL in, "
+                         f"for {'; '.join(unread)}")
+    groups, outside = judge.tray_domains(hosts)
+    runs = [trays for trays in groups.values() if len(trays) > 1]
+    if not runs and not outside:
+        not_applicable(f"all hosts: no two trays of the run share an NVLink domain "
+                       f"({fold(sorted(names))}: each alone in its own)")
+    lo, hi = t.extra["sweep"]
+    size, timeout = parse_size(t.extra["size"]), pytestconfig.getoption("collective_timeout")
+
+    def busbw(res):
+        return next((r["busbw"] for r in res["doc"]["rows"] if r["bytes"] == size), None)
+    bad, figures, details, causes = [], {}, {}, []
+    for trays in runs:
+        where = fold(sorted(trays))
+
+        def run(again=False, trays=trays, where=where):
+            """One domain's all-reduce; a failed one (a tray, not noise) ERRORs, never retried."""
+            res = network.collective(trays, "allreduce", ["--min-bytes", lo, "--max-bytes", hi], {}, timeout,
+                                     again)
+            if not res["ok"]:
+                raise ProbeError(f"{where}: the all-reduce over their NVLink domain failed; caused by "
+                                 f"{', '.join(res.get('culprits') or []) or 'no one tray'}: "
+                                 + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))
+            if busbw(res) is None:
+                raise ProbeError(f"{where}: no all-reduce at {t.extra['size']} in the run")
+            return res
+        res = retry.kept(*retry.best_of(run(), lambda run=run: run(again=True), busbw, t))
+        cotenants.guard(check, "all hosts", res, f"all-reduce over MNNVL on {where}", busbw(res),
+                        t.expected, t.unit, t.source, {"rows": res["doc"]["rows"]})
+        gpus = sum(len(hosts[n]) for n in trays)
+        if res["doc"]["world_size"] != gpus:  # judged on fewer GPUs, it proves nothing of the rest
+            raise ProbeError(f"{where}: the all-reduce over MNNVL ran {res['doc']['world_size']} ranks where "
+                             f"NVML reports {gpus} GPUs: it needs a rank per GPU of every tray")
+        how = judge.over_mnnvl(res["hosts"])
+        figures[where] = bw = busbw(res)
+        details[where] = {"busbw": bw, "rows": res["doc"]["rows"], "transport": how["measured"],
+                          "used": how["used"], "attempts": res.get("attempts"),
+                          "spread_pct": res.get("spread_pct")}
+        bad += how["bad"]  # each names its tray and what it used between the trays
+        causes += [how["cause"]] if how["bad"] else []
+        if not t.ok(bw):
+            bad.append(f"{where}: all-reduce busbw {bw:g} GB/s at {t.extra['size']} over "
+                       f"{how['measured']}{retry.said(res, t.unit)}, below {t.value:g} {t.unit}")
+            if not how["bad"]:
+                causes.append("a degraded NVLink or NVLink switch path in the domain (see nvlink_fabric's "
+                              "health mask and error_counters' NVLink counters), or another job on its "
+                              "switches")
+        if not how["known"]:
+            check.note(f"{where}: NCCL's log named no transport between the trays (multinode_transport "
+                       f"asserts it on its own run)")
+    bad += [f"{n}: in no one NVLink domain ({why}), so in no all-reduce over MNNVL (see nvlink_domain)"
+            for n, why in outside.items()]
+    if outside:
+        causes.append("a tray whose GPUs did not all register with one domain's fabric")
+    worst = min(figures.values()) if figures else None
+    check.require(bad, worst, f"every NVLink domain's all-reduce over MNNVL at {t.extra['size']} "
+                  f"{t.expected} ({len(runs)} domain(s) of the run, NCCL's defaults)", t.source,
+                  cause="; ".join(causes),
+                  details={"domains": details, "outside": outside}, fleet=(t, None))

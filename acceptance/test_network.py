@@ -118,6 +118,9 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig, measu
     env = {"NCCL_ALGO": t.extra["algo"]} if t.extra.get("algo") else {}
     if profile.hardware.get("nvls") is False:
         env["NCCL_NVLS_ENABLE"] = "0"
+    mt = profile.criteria.get("multinode_transport")
+    if mt is not None and mt.extra.get("without_mnnvl"):  # an NVLink domain: the NIC rule judges the
+        env.update(NCCL_MNNVL_ENABLE="0", NCCL_NVLS_ENABLE="0")  # NICs' run (mnnvl_allreduce: MNNVL's)
     timeout = pytestconfig.getoption("collective_timeout")
 
     def run(again=False) -> dict:
@@ -132,6 +135,8 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig, measu
                                  + "; ".join(f"{h}: {res['states'][h]}" for h in res["culprits"])
                                  + (f"; not run because of {'it' if len(res['culprits']) == 1 else 'them'}"
                                     f": {', '.join(res['not_run'])}" if res["not_run"] else ""))
+            if res.get("timeout"):  # every rank still at it when the timeout came: no host's fault
+                raise ProbeError(f"multi-node all-reduce {res['timeout']}")
             who = ", ".join(res["culprits"]) or "no one host (every host timed out together)"
             raise ProbeError(f"multi-node all-reduce failed; caused by {who}: "
                              + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))
@@ -321,11 +326,78 @@ def test_rail_alltoall_busbw(fleet, network, profile, check, pytestconfig):
                            "bisection": found})
 
 
+def across_nodes(op, t0, fleet, network, profile, check, pytestconfig, measure):
+    """One collective over every rank of the multi-node run (all-gather, reduce-scatter, send/recv),
+    judged at the all-reduce's size against t0: its figure, or by rule from what the nodes report
+    (node_bound: the multi-node all-reduce's; nic_share: each rank's share of its node's NICs).
+    After a miss, the all-reduce's bisection (every ring pair's 2-host all-reduce at that size, its
+    threshold by the same rule over the pair) names the slow host or link: the same ring of NICs."""
+    from signoff.interconnect.plots import OP_NAMES
+    res, doc, size = multinode_collectives(fleet, network, profile, pytestconfig)
+    names, what = fleet.names, OP_NAMES[op]
+    err = (doc.get("op_errors") or {}).get(op)
+    if err and doc["backend"] == "gloo":
+        not_applicable(f"all hosts: gloo (torch {doc.get('torch')}) runs no {what}: {err}")
+    if err:
+        raise ProbeError(f"all hosts: the {what} across nodes failed: {err}")
+    rows = doc["ops"][op]
+    bw = net.at_size(rows, parse_size(size))
+    if bw is None:
+        check.record(None, t0.expected, t0.unit, t0.source, details={"rows": rows})
+        raise ProbeError(f"all hosts: no {what} at {size} (multinode_allreduce_busbw's size) in the run")
+    lo_t = profile.threshold("multinode_allreduce_busbw")
+    bounds = {}
+    if "node_bound" in (t0.extra.get("derived"), lo_t.extra.get("derived")):
+        bounds = node_bounds(fleet, network, measure, names)  # cached: the all-reduce's own figures
+
+    def bound(t, hosts):
+        """t over these hosts: its figure, or by its rule from their NICs (and intra-node all-reduce)."""
+        if t.extra.get("derived") == "node_bound":
+            return net.node_bound_threshold(t, {n: bounds[n] for n in hosts})
+        if t.extra.get("derived") == "nic_share":
+            nccl = doc["backend"] == "nccl"
+            nics = {n: net.node_nics(network.info(n), fleet.sessions[n].host.data_iface, nccl) for n in hosts}
+            return net.nic_share_threshold(t, nics, doc["local_ranks"], what)
+        return t
+    t, cause, found = bound(t0, names), "", {}
+    if not t.ok(bw):
+        found = network.bisect(names, lo_t, multinode_args(profile, lo_t)[2],
+                               pytestconfig.getoption("collective_timeout"),
+                               ok=lambda p, v: bound(lo_t, list(p)).ok(v))
+        cause = net.describe_bisection(found).replace("pairwise busbw", "pairwise all-reduce busbw")
+    check.expect(bw, t, f"{len(names)}-host {what} busbw at {size} ({doc['world_size']} ranks, "
+                 f"{doc['backend']})", cause=cause,
+                 details={"rows": rows, "allreduce_rows": doc["rows"], "bisection": found,
+                          "launched": res.get("launched", "ssh"), "transports": route_of(res)})
+
+
+@pytest.mark.usefixtures("fleet_of_class")
+def test_multinode_allgather_busbw(fleet, network, profile, check, pytestconfig, measure):
+    """The all-gather over every rank across nodes, in the multi-node all-reduce's run."""
+    t = profile.threshold("multinode_allgather_busbw")
+    across_nodes("allgather", t, fleet, network, profile, check, pytestconfig, measure)
+
+
+@pytest.mark.usefixtures("fleet_of_class")
+def test_multinode_reduce_scatter_busbw(fleet, network, profile, check, pytestconfig, measure):
+    """The reduce-scatter over every rank across nodes, in the multi-node all-reduce's run."""
+    t = profile.threshold("multinode_reduce_scatter_busbw")
+    across_nodes("reduce_scatter", t, fleet, network, profile, check, pytestconfig, measure)
+
+
+@pytest.mark.usefixtures("fleet_of_class")
+def test_multinode_sendrecv_busbw(fleet, network, profile, check, pytestconfig, measure):
+    """Send/recv around the ring of every rank across nodes (nccl-tests' sendrecv: each rank to the
+    next), in the multi-node all-reduce's run: the slowest node boundary sets its pace."""
+    t = profile.threshold("multinode_sendrecv_busbw")
+    across_nodes("sendrecv", t, fleet, network, profile, check, pytestconfig, measure)
+
+
 @pytest.mark.usefixtures("fleet_of_class")
 def test_multinode_collectives_correct(fleet, network, profile, check, pytestconfig):
-    """Every collective of the multi-node run besides the all-reduce (the all-to-all over every rank
-    and inside each rail) returns exactly what its ranks sent, at every size."""
-    from signoff.interconnect.judge import wrong_results
+    """Every collective of the multi-node run besides the all-reduce (all-gather, reduce-scatter,
+    all-to-all, send/recv over every rank, the all-to-all inside each rail) returns exactly what its
+    ranks sent, at every size; a wrong one names the host of each rank whose output was wrong."""
     from signoff.interconnect.plots import OP_NAMES
     res, doc, _ = multinode_collectives(fleet, network, profile, pytestconfig)
     errors = doc.get("op_errors") or {}
@@ -337,13 +409,16 @@ def test_multinode_collectives_correct(fleet, network, profile, check, pytestcon
         check.note(f"not run on gloo: {'; '.join(f'{OP_NAMES[o]} ({e})' for o, e in sorted(errors.items()))}")
     if not ran:
         not_applicable(f"all hosts: no collective besides the all-reduce ran ({', '.join(errors)})")
-    wrong = wrong_results({"ops": ran, "rails": doc.get("rails")}, OP_NAMES)
+    hosts = res.get("hosts") or {}
+    wrong = net.wrong_across({"ops": ran, "rails": doc.get("rails")}, hosts, OP_NAMES)
     n = sum(len(r) for r in ran.values()) + sum(len(r) for rails in (doc.get("rails") or {}).values()
                                                  for r in rails.values())
+    bad = net.wrong_hosts({"ops": ran, "rails": doc.get("rails")}, hosts)
     check.require(wrong, f"{n - len(wrong)}/{n} sizes exact across {len(fleet.names)} hosts",
                   "every collective across nodes returns exactly what its ranks sent", RULE,
-                  cause="a NIC, link or GPU corrupting data, or a rank of another run in the rendezvous",
-                  details={"ops": ran, "rails": doc.get("rails")})
+                  cause=(f"host {', '.join(bad)}: its NIC, link or GPU corrupting data" if bad else
+                         "a NIC, link or GPU corrupting data, or a rank of another run in the rendezvous"),
+                  details={"ops": ran, "rails": doc.get("rails"), "wrong_hosts": bad})
 
 
 def route_of(res: dict) -> dict:

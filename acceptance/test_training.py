@@ -13,9 +13,11 @@ from signoff.figures import html_table
 from signoff.fleet import ProbeError
 from signoff.interconnect.judge import pcie_rate
 from signoff.interconnect.run import collective_devices
-from signoff.network.plugin import multinode_args
+from signoff.network import route
+from signoff.network.judge import node_bound_threshold
+from signoff.network.plugin import multinode_args, node_bounds
 from signoff.training import judge
-from signoff.training.run import MEASURES, over_nodes
+from signoff.training.run import MEASURES, across, over_nodes
 from signoff.units import parse_size
 
 RULE = "signoff acceptance rule"
@@ -163,7 +165,7 @@ def test_host_link_bandwidth(host, gpus, profile, check, training, fleet):
 
 
 @pytest.mark.usefixtures("fleet_of_class")
-def test_train_scaling_nodes(fleet, network, profile, check, training, pytestconfig):
+def test_train_scaling_nodes(fleet, network, profile, check, training, pytestconfig, measure):
     names = fleet.names
     if len(names) < 2:
         not_applicable("one host: no scaling across nodes")
@@ -204,13 +206,44 @@ def test_train_scaling_nodes(fleet, network, profile, check, training, pytestcon
         ranks = runs[n]["doc"]["local_ranks"]
         step_s = max(next(r for r in alone[m]["widths"] if r["ranks"] == ranks)["step_s"] for m in names)
         t = _step_bound(t, network, profile, names, step_s, full["params"],
-                        pytestconfig.getoption("collective_timeout"))
+                        pytestconfig.getoption("collective_timeout"), (fleet, measure))
         details["derived"] = t.source
     check.expect(eff[n], t, f"scaling efficiency over {n} nodes ({full['tokens_per_s']:g} tokens/s vs "
                  f"the nodes' own sum; slowest node {slowest})", cause=cause, details=details)
 
 
-def _step_bound(t, network, profile, names, step_s, params, timeout):
+@pytest.mark.usefixtures("fleet_of_class")
+def test_train_transport(fleet, network, profile, check, pytestconfig):
+    """The transport the training step's traffic between nodes took (its gradient all-reduce), as
+    NCCL's channel lines say (gloo: the interface its connections leave by), against what the class
+    promises of the multi-node all-reduce (multinode_transport; network/route.py judges both)."""
+    names = fleet.names
+    if len(names) < 2:
+        not_applicable("one host: no training step across nodes")
+    # the class's one promise of the traffic between nodes, unless the profile sets the step's own
+    t = profile.criteria.get("train_transport") or profile.threshold("multinode_transport")
+    res = across(network, names, profile, pytestconfig.getoption("collective_timeout"))
+    if not res["ok"]:
+        raise ProbeError(f"all hosts: the training step over {len(names)} nodes failed, its transport "
+                         f"unknown; caused by {', '.join(res.get('culprits') or []) or 'unknown'}: "
+                         + "; ".join(f"{h}: {s}" for h, s in res["states"].items()))
+    ifaces = {n: fleet.sessions[n].host.data_iface for n in names}
+    domain = profile.hardware.get("nvlink_domain")
+    gpus = sum(len(fleet.facts(n)["nvidia"].get("gpus") or []) for n in names)
+    one_domain = not domain or gpus <= domain  # more GPUs than one domain: NET between domains
+    v = route.judge(t.value, res["hosts"], ifaces, one_domain)
+    if v["error"]:
+        check.record(None, t.expected, t.unit, t.source, details={"used": v["used"]})
+        raise ProbeError(f"all hosts: the training step across nodes: {v['error']}")
+    if t.value == "MNNVL" and not one_domain:
+        check.note(f"{gpus} GPUs, more than one NVLink domain ({domain}): NET between domains allowed")
+    check.require(v["bad"], v["measured"], f"the training step across nodes: {route.EXPECTED[t.value]}",
+                  t.source, cause=v["cause"],
+                  details={"used": v["used"], "data_ifaces": ifaces,
+                           "ranks_per_node": res["doc"]["local_ranks"]})
+
+
+def _step_bound(t, network, profile, names, step_s, params, timeout, bounds):
     """train_scaling_nodes by rule step_bound: t.value x judge.step_bound of the slowest node's own
     step and the multi-node all-reduce of this run (test_multinode_allreduce's, cached; run here
     where it was not)."""
@@ -219,7 +252,15 @@ def _step_bound(t, network, profile, names, step_s, params, timeout):
     if not res["ok"]:
         raise ProbeError("train_scaling_nodes' step_bound rule needs the multi-node all-reduce of these "
                          "nodes, which failed: see multinode_allreduce")
-    bound, t_ar, how = judge.step_bound(step_s, params, res["doc"]["rows"])
+    if m.extra.get("derived") == "node_bound":  # the all-reduce's floor in GB/s, as it is judged
+        fleet, measure = bounds
+        m = node_bound_threshold(m, node_bounds(fleet, network, measure, names))
+    if m.unit != "GB/s":
+        raise ProbeError(f"train_scaling_nodes' step_bound rule needs multinode_allreduce_busbw in GB/s, "
+                         f"not {m.unit}")
+    # t_ar at the all-reduce's threshold, not at this run's figure: a slowed network must not lower
+    # the bound it is judged by (issue 45)
+    bound, t_ar, how = judge.step_bound(step_s, params, res["doc"]["rows"], m.value)
     rule = (f"derived: {t.value:g} x {bound:g} = t_c / (t_c + t_ar), a step that cannot overlap its "
             f"all-reduce: t_c {step_s * 1e3:.1f} ms, the slowest node's own step; t_ar {t_ar * 1e3:.1f} ms: "
             f"{how}")

@@ -37,7 +37,8 @@ def probe(lo, hi, warmup, iters, eager):
     args = [sys.executable, str(PROBE), "--min-bytes", lo, "--max-bytes", hi,
             "--warmup", str(warmup), "--iters", str(iters)] + (["--no-graph"] if eager else [])
     with tempfile.TemporaryDirectory() as d:
-        doc = json.loads(subprocess.run(args, capture_output=True, text=True, cwd=d).stdout)
+        out = subprocess.run(args, capture_output=True, text=True, cwd=d).stdout
+        doc = json.loads(out.strip().splitlines()[-1])  # after the sweep's progress lines
     if "error" in doc:
         raise SystemExit(f"probe failed: {doc['error']}")
     return {r["bytes"]: r["busbw"] for r in doc["rows"]}, doc

@@ -1,14 +1,20 @@
-"""A site profile from a run on nodes you trust (a "golden" run):
+"""A site profile from runs on nodes you trust ("golden" runs):
 
-    python -m signoff.calibrate reports/<run>/ --out thresholds/site-a100.yaml [--margin 0.9]
+    signoff calibrate reports/<run1>/ reports/<run2>/ ... --out thresholds/site-a100.yaml [--margin M]
 
-writes a profile that `extends` the run's profile, with every figure the run measured as a
-threshold: the slowest host, GPU or pair times the margin (the hottest over the margin for a
-maximum, such as a temperature), never looser than a cited threshold of the class. Each
-`source:` names the run (UTC time, hosts, GPU serials, suite version, profile). A run whose
-verdict is not PASS (a FAIL, an ERROR, a run that was not complete), a run with any check ERROR
-whatever its verdict, and a margin outside (0, 1] are refused (exit code 4); the criteria it
-could not calibrate are listed with why, and the `--profile` that names the file it wrote."""
+writes a profile that `extends` the runs' profile, with every figure they measured as a
+threshold: the slowest host, GPU or pair of any run times the margin (the hottest over the
+margin for a maximum, such as a temperature), never looser than a cited threshold of the class.
+With two runs or more, each criterion's margin comes from its measured run-to-run spread (the
+largest wrong-way move of one host's figure between the runs, as `python -m signoff.baseline
+spread` measures it): margin = 1 - baseline.MULTIPLE x the spread, so the next run of the same
+healthy hosts, moving as far again the other way, still passes; --margin caps it. A criterion
+without a spread (one run, one figure a host, a zero) takes --margin (default 0.9), said so.
+Each `source:` names the runs (run ids, UTC times, hosts, GPU serials, suite version, profile)
+and the rule with the spread it used. A run whose verdict is not PASS (a FAIL, an ERROR, a run
+that was not complete), a run with any check ERROR whatever its verdict, runs judged by other
+profiles, and a margin outside (0, 1] are refused (exit code 4); the criteria it could not
+calibrate are listed with why, and the `--profile` that names the file it wrote."""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, catalog, hostlist, profiles, results
+from signoff import InputError, baseline, catalog, hostlist, profiles, results
 
 # The figures a calibration sets: what a known-good node measures (rates, bandwidths,
 # efficiencies, temperatures and their margins). Counts, versions and states are not figures.
@@ -69,17 +75,63 @@ def refusal(doc: dict, margin: float) -> str | None:
     return None
 
 
-def provenance(doc: dict) -> str:
-    meta, hosts = doc["meta"], doc.get("hosts") or {}
+def provenance(docs: dict | list[dict]) -> str:
+    docs = [docs] if isinstance(docs, dict) else docs
+    meta, hosts = docs[0]["meta"], {h: f for d in docs for h, f in (d.get("hosts") or {}).items()}
     serials = sorted({str(g.get("serial")) for f in hosts.values() if isinstance(f, dict)
                       for g in (f.get("nvidia") or {}).get("gpus") or [] if g.get("serial")})
-    return (f"calibrated from run {meta.get('run')} ({str(meta.get('started', '?'))[:19].replace('T', ' ')} "
-            f"UTC; hosts {hostlist.fold(meta.get('hosts') or sorted(hosts))}; GPU serials "
-            f"{', '.join(serials) or 'none'}; {results.version_text(meta.get('suite_version'))}; profile "
-            f"{meta.get('profile')})")
+    names = sorted({h for d in docs for h in (d["meta"].get("hosts") or d.get("hosts") or [])})
+    runs = [f"{d['meta'].get('run')} ({str(d['meta'].get('started', '?'))[:19].replace('T', ' ')} UTC"
+            for d in docs]
+    versions = ", ".join(dict.fromkeys(results.version_text(d["meta"].get("suite_version")) for d in docs))
+    rest = (f"hosts {hostlist.fold(names)}; GPU serials {', '.join(serials) or 'none'}; {versions}; "
+            f"profile {meta.get('profile')}")
+    if len(runs) == 1:
+        return f"calibrated from run {runs[0]}; {rest})"
+    return f"calibrated from runs {', '.join(r + ')' for r in runs)}; {rest}"
 
 
-def _aggregate(doc: dict, passed: list[dict], t: profiles.Threshold, margin: float):
+def margins(docs: list[dict], margin: float | None, base: profiles.Profile | None = None) -> dict[str, dict]:
+    """Per criterion, the margin its threshold keeps and why. From two runs on: 1 - the wider of
+    MULTIPLE x its run-to-run spread in these runs (baseline.spreads: the largest wrong-way move
+    of a host's figure between them, the tolerance within [baseline.TOLERANCE, baseline.CEILING])
+    and the tolerance `base` records for it (its `baseline:`, what `signoff.baseline spread`
+    measured over more runs of the class: a few runs that happened to agree must not make a
+    floor the next run misses), at most `margin` where given. One run: `margin` (MARGIN where not
+    given). Keys: margin, why, spread."""
+    cap = MARGIN if margin is None else margin
+    spread = baseline.spreads(docs) if len(docs) > 1 else {}
+    tol = baseline.tolerances(None, base) if base is not None else {"default": 0, "criteria": {}}
+    out = {}
+    for name in FIGURES:
+        s = spread.get(name)
+        kept = tol["criteria"].get(name, tol["default"]) if len(docs) > 1 else 0
+        recorded = (f"profile {base.name}'s recorded run-to-run tolerance {100 * kept:g} % (its baseline:)"
+                    if kept else "")
+        if s is None:
+            m = round(min(cap, 1 - kept), 4)
+            why = f"margin {m:g}" + ("" if len(docs) < 2 else
+                                     " (no run-to-run spread: no host measured it in two runs"
+                                     + (f"; 1 - the {recorded}" if m < cap else "") + ")")
+            out[name] = {"margin": m, "why": why}
+            continue
+        unit = f" {s['unit']}" if s["unit"] else ""
+        runs = (f"the run-to-run spread {100 * s['spread']:.1f} % ({s['low']:g}-{s['high']:g}{unit} over "
+                f"{s['runs']} runs)")
+        if kept > s["tolerance"]:
+            m = round(1 - kept, 4)
+            why = f"margin {m:g}: 1 - the {recorded}, wider than {baseline.MULTIPLE} x {runs}"
+        else:
+            m = round(1 - s["tolerance"], 4)
+            why = (f"margin {m:g}: 1 - {baseline.MULTIPLE} x {runs}, the tolerance within "
+                   f"{100 * baseline.TOLERANCE:g}-{100 * baseline.CEILING:g} %")
+        if margin is not None and margin < m:
+            m, why = margin, f"margin {margin:g} (--margin; the spread's {why})"
+        out[name] = {"margin": m, "why": why, "spread": s}
+    return out
+
+
+def _aggregate(doc: dict, passed: list[dict], t: profiles.Threshold, margin: float | str):
     """storage_read_aggregate in its own scope: the run measured the fleet's sum, the profile's
     minimum is per cluster, node or GPU (`per`, scaled by the fleet when judged) and node_min is
     every host's own share. (its min, the rule, (node_min, its rule) or None)."""
@@ -117,16 +169,27 @@ def _aggregate(doc: dict, passed: list[dict], t: profiles.Threshold, margin: flo
     return value, rule, (node_min, note)
 
 
-def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tuple[dict, dict[str, str]]:
-    """(criteria section of the site profile, criterion -> why it was not calibrated)."""
+def calibrate(docs: dict | list[dict], base: profiles.Profile, margin: float | None = None,
+              said: dict | None = None) -> tuple[dict, dict[str, str]]:
+    """(criteria section of the site profile, criterion -> why it was not calibrated), from one
+    run's document or several (margins(): each criterion's margin from their spread); `said`, where
+    given, gets each calibrated criterion's margin and where it came from."""
+    docs = [docs] if isinstance(docs, dict) else docs
     out, skipped = {}, {}
-    prov = provenance(doc)
+    prov, kept = provenance(docs), margins(docs, margin, base)
+    several = len(docs) > 1
+
+    def of(r):  # where the worst figure was: its host, and its run where there are several
+        return f"{r['host']}" + (f" in run {r['_run']}" if several else "")
     for name in FIGURES:
-        # records carry the check's name: multinode_allreduce is judged by multinode_allreduce_busbw
-        recs = [r for r in doc["results"] if catalog.criterion_of(r["criterion"]) == name]
+        margin, why = kept[name]["margin"], kept[name]["why"]
+        # records carry the check's name: multinode_allreduce is judged by multinode_allreduce_busbw;
+        # each record knows its run (`_run`, `_doc`: the worst of several runs names its run)
+        recs = [{**r, "_run": d["meta"].get("run"), "_doc": d} for d in docs for r in d["results"]
+                if catalog.criterion_of(r["criterion"]) == name]
         t = base.criteria.get(name)
         if not recs:
-            skipped[name] = "not in this run"
+            skipped[name] = f"not in {'these runs' if several else 'this run'}"
             continue
         passed = [r for r in recs if r["status"] == "PASS" and _number(r.get("measured"))]
         if not passed:
@@ -140,19 +203,23 @@ def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tupl
         unit = passed[0].get("unit") or t.unit if t.extra.get("derived") else t.unit
         node_min = None
         if t.op == "min" and name == "storage_read_aggregate":
-            value, rule, node_min = _aggregate(doc, passed, t, margin)
+            # each run's fleet on its own (its hosts, its shares), the lowest of them kept
+            value, rule, node_min = min((_aggregate(d, [r for r in passed if r["_doc"] is d], t, margin)
+                                         for d in docs if any(r["_doc"] is d for r in passed)),
+                                        key=lambda got: (got[0], (got[2] or (0,))[0]))
+            rule = rule.replace(f"margin {margin:g}", why)
             if not t.provisional and value < t.value:
                 value, rule = t.value, f"{rule} is below the class's cited {t.value:g}: kept"
         elif t.op == "min":
             worst = min(passed, key=lambda r: r["measured"])
             value = _round(worst["measured"] * margin)
-            rule = f"the slowest {worst['measured']:g} {unit} on {worst['host']} x margin {margin:g}"
+            rule = f"the slowest {worst['measured']:g} {unit} on {of(worst)} x {why}"
             if not t.provisional and value < t.value:  # never looser than a cited figure
                 value, rule = t.value, f"{rule} is below the class's cited {t.value:g}: kept"
         elif t.op == "max":
             worst = max(passed, key=lambda r: r["measured"])
             value = _round(worst["measured"] / margin)
-            rule = f"the highest {worst['measured']:g} {t.unit} on {worst['host']} / margin {margin:g}"
+            rule = f"the highest {worst['measured']:g} {t.unit} on {of(worst)} / {why}"
             if not t.provisional and value > t.value:
                 value, rule = t.value, f"{rule} is above the class's cited {t.value:g}: kept"
         else:
@@ -164,6 +231,8 @@ def calibrate(doc: dict, base: profiles.Profile, margin: float = MARGIN) -> tupl
             rule = f"{rule}; node_min {note}"
         out[name] = {t.op: value, "unit": unit, **extra,
                      "source": f"{prov}: {rule} ({len(passed)} measured)"}
+        if said is not None:
+            said[name] = why
     return out, skipped
 
 
@@ -194,18 +263,34 @@ def run_profile(meta: dict) -> profiles.Profile:
                      + ": calibrate where that file is (a site profile extends it)")
 
 
-def site_profile(report_dir: Path, margin: float = MARGIN,
-                 out: Path | None = None) -> tuple[dict, dict[str, str]]:
+def _read(report_dir: Path) -> dict:
     path = Path(report_dir) / "results.json"
     try:
-        doc = results.load(path)  # each record whole (`common` merged back)
+        return results.load(path)  # each record whole (`common` merged back)
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot read a run's results ({exc})") from None
-    why = refusal(doc, margin)
-    if why:
-        raise InputError(f"{report_dir}: not calibrated: {why}")
-    meta = doc["meta"]
-    base = run_profile(meta)
+
+
+def site_profile(report_dirs: Path | list[Path], margin: float | None = None, out: Path | None = None,
+                 said: dict | None = None) -> tuple[dict, dict[str, str]]:
+    """(the site profile, criterion -> why it was not calibrated) from one run's report
+    directory or several; `margin` None: MARGIN for one run, the spread's for several."""
+    dirs = [report_dirs] if isinstance(report_dirs, (str, Path)) else list(report_dirs)
+    docs = [_read(d) for d in dirs]
+    for d, doc in zip(dirs, docs):
+        why = refusal(doc, MARGIN if margin is None else margin)
+        if why:
+            raise InputError(f"{d}: not calibrated: {why}")
+    seen = {doc["meta"].get("run"): d for d, doc in zip(dirs, docs)}
+    if len(seen) < len(docs):  # one run twice has no spread: it would read as a steady figure
+        raise InputError(f"not calibrated: the same run given twice ({', '.join(map(str, dirs))}): "
+                         "name each known-good run once")
+    base = run_profile(docs[0]["meta"])
+    for d, doc in zip(dirs[1:], docs[1:]):
+        other = run_profile(doc["meta"])
+        if profiles.digest(other) != profiles.digest(base):
+            raise InputError(f"not calibrated: {d} was judged by profile {other.name}, {dirs[0]} by "
+                             f"{base.name} (other thresholds): calibrate from runs of one profile")
     shipped = profiles.PROFILE_DIR / f"{base.name}.yaml"
     if shipped.exists() and (shipped.resolve() == Path(base.path).resolve()
                              or profiles.digest(profiles.load(str(shipped))) == profiles.digest(base)):
@@ -214,32 +299,48 @@ def site_profile(report_dir: Path, margin: float = MARGIN,
         extends = str(Path(base.path).resolve())
     else:  # another file: relative to the site profile (extends resolves there)
         extends = os.path.relpath(Path(base.path).resolve(), Path(out).resolve().parent)
-    criteria, skipped = calibrate(doc, base, margin)
+    criteria, skipped = calibrate(docs, base, margin, said)
+    hosts = sorted({h for doc in docs for h in doc["meta"]["hosts"]})
+    runs = ", ".join(str(doc["meta"].get("run")) for doc in docs)
+    how = (f"margin {MARGIN if margin is None else margin:g}" if len(docs) == 1 else
+           "margins from their run-to-run spread" + (f", at most {margin:g}" if margin is not None else ""))
     return ({"extends": extends,
-             "description": f"{base.description or base.name}, calibrated on {hostlist.fold(meta['hosts'])} "
-                            f"(run {meta.get('run')}, margin {margin:g})",
+             "description": f"{base.description or base.name}, calibrated on {hostlist.fold(hosts)} "
+                            f"(run{'s' * (len(docs) > 1)} {runs}, {how})",
              "criteria": criteria}, skipped)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m signoff.calibrate", description=__doc__.splitlines()[0])
-    ap.add_argument("report_dir", type=Path, help="a run's report directory (results.json)")
+    ap = argparse.ArgumentParser(prog="signoff calibrate", description=__doc__.splitlines()[0])
+    ap.add_argument("report_dirs", type=Path, nargs="+", metavar="RUN",
+                    help="known-good runs' report directories (results.json): two or more set each "
+                         "criterion's margin from their run-to-run spread")
     ap.add_argument("--out", type=Path, required=True, help="the site profile to write (YAML)")
-    ap.add_argument("--margin", type=float, default=MARGIN,
-                    help=f"a threshold is the slowest measured figure times this (default {MARGIN:g})")
+    ap.add_argument("--margin", type=float, default=None,
+                    help=f"a threshold is the slowest measured figure times this: with one run, the margin "
+                         f"(default {MARGIN:g}); with several, the most any criterion's spread may give")
     a = ap.parse_args(argv)
     try:
-        prof, skipped = site_profile(a.report_dir, a.margin, a.out)
+        margins_said: dict[str, str] = {}
+        prof, skipped = site_profile(a.report_dirs, a.margin, a.out, margins_said)
     except InputError as exc:
         print(f"signoff calibrate: {exc}", file=sys.stderr)
         return results.EXIT_USAGE  # refused, as the command refuses bad options: nothing written
     a.out.parent.mkdir(parents=True, exist_ok=True)  # --out thresholds/site.yaml in a fresh directory
-    head = (f"# Written by python -m signoff.calibrate {a.report_dir} --margin {a.margin:g}\n"
+    one = MARGIN if a.margin is None else a.margin
+    said = ([f"{name}: {why}" for name, why in margins_said.items()] if len(a.report_dirs) > 1 else
+            [f"one run: margin {one:g} for every criterion (two known-good runs or more set each "
+             "criterion's margin from their run-to-run spread)"])
+    head = (f"# Written by signoff calibrate {' '.join(map(str, a.report_dirs))}"
+            + (f" --margin {a.margin:g}" if a.margin is not None else "") + "\n"
+            + "".join(f"# {line}\n" for line in said)
             + "".join(f"# not calibrated: {n}: {why}\n" for n, why in skipped.items()))
     a.out.write_text(head + yaml.safe_dump(prof, sort_keys=False, width=200))
     profiles.load(str(a.out.resolve()))  # what it wrote loads (a bad value would be ours)
     print(f"{a.out}: {len(prof['criteria'])} criteria calibrated"
           + (f"; not calibrated: {', '.join(skipped)}" if skipped else ""))
+    for line in said:
+        print(f"  {line}")
     print(f"sign off with it: --profile {profiles.naming(a.out)}")
     return 0
 

@@ -142,6 +142,11 @@ def judged_by(entry: Entry, profile, origin=None, sources: bool = True) -> list[
         elif name in profile.uncalibrated:
             why = f" ({profile.uncalibrated[name]})" if sources else ""
             out.append(f"{name}: uncalibrated, ERRORs{why}")
+        elif entry.hardware and not any(profile.hardware.get(k) for k in entry.hardware):
+            # a check of hardware the class lacks is N.A. before it reads a threshold
+            # (mnnvl_allreduce without hardware.nvlink_domain): none is needed, none ERRORs
+            out.append(f"{name}: none in profile {profile.name}, N.A. without "
+                       + " or ".join(f"hardware.{k}" for k in entry.hardware))
         else:
             out.append(f"{name}: no threshold in profile {profile.name}, ERRORs")
     return out or ["no threshold"]

@@ -135,3 +135,237 @@ def _fold_any(names) -> str:
         return hostlist.fold(names)
     except Exception:  # noqa: BLE001 - names NodeSet cannot fold (IPv6, 'all hosts'): listed as they are
         return ",".join(names)
+
+
+# --- per host: which host each problem is on, and what to do about it (the provider's page) ----
+
+PAIR = "->"  # a host pair's name: 'lab3->lab1', the sender first (signoff.network.judge.pair_id)
+
+# What a provider does about a host, by the sheet's file its check is in (acceptance/test_<file>.py).
+ACTIONS = {
+    "network": "check its NIC, cable or switch port",
+    "gpu_health": "check its GPUs (nvidia-smi -q; reseat or replace the GPU the message names)",
+    "health": "check its GPUs (nvidia-smi -q; reseat or replace the GPU the message names)",
+    "interconnect": "check its NVLink/NVSwitch and GPU placement (nvidia-smi topo -m, nvidia-smi nvlink -s)",
+    "fabric": "check its NVSwitch fabric (nvidia-fabricmanager, nvidia-smi -q)",
+    "dcgm": "run dcgmi diag -r 3 on it and follow DCGM's message",
+    "soak": "check its cooling and power under sustained load",
+    "storage": "check its local disks or the shared mount it reads",
+    "training": "check its GPUs, CPUs and software (the likely cause names which)",
+    "versions": "align its driver and software versions with the other hosts'",
+}
+UNREACHABLE = "make it reachable (SSH, the inventory's address, its sshd) and run again"
+SIDE_ACTION = "check its NIC, cable or switch port"
+
+
+def pair_ends(name: str) -> tuple[str, str] | None:
+    """(sender, receiver) of a pair's name, None for a host's."""
+    a, sep, b = (name or "").partition(PAIR)
+    return (a, b) if sep and a and b else None
+
+
+def is_pair(name: str) -> bool:
+    return pair_ends(name) is not None
+
+
+def family_of(record: dict) -> str:
+    """'network' of acceptance/test_network.py::test_x[h]."""
+    m = re.search(r"test_(\w+)\.py::", record.get("test") or "")
+    return m.group(1) if m else ""
+
+
+def _fig(v) -> str:
+    from signoff.units import figure
+    return figure(v) if isinstance(v, float) else str(v)
+
+
+def named_slow(records: list[dict]) -> dict[str, list[dict]]:
+    """host -> the cluster-wide records (the all-reduce, all-to-all, rails across nodes) whose
+    bisection named it slow: 2-host runs of every ring pair, the host in every slow one."""
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        if r.get("status") != "FAIL":
+            continue
+        bis = (r.get("details") or {}).get("bisection") or {}
+        found = [bis] if "slow_hosts" in bis else [b for b in bis.values() if isinstance(b, dict)]
+        for b in found:
+            ran = {e for p in b.get("pairs") or {} for e in (pair_ends(p) or ())}
+            if ran and ran <= set(b.get("slow_hosts") or []):  # every host slow: no one host (load)
+                continue
+            for h in b.get("slow_hosts") or []:
+                if r not in out.setdefault(h, []):
+                    out[h].append(r)
+    return out
+
+
+def pair_sides(records: list[dict], suspects: dict | None = None) -> dict[str, tuple[str, str] | None]:
+    """Each FAILed pair -> (host, 'transmit' | 'receive'): the side at fault where the pairs show
+    it, else None. A sender whose other pairs pass is not at fault, nor a receiver whose other
+    pairs pass: so a slow pair whose sender sends slowly to every peer while its receiver takes
+    from others at speed is the sender's. Where neither end has another pair to clear it (a ring
+    of 3), the end more checks name in `suspects` (named_slow(): the collectives' bisections) decides."""
+    suspects = suspects or {}
+    ok_tx, ok_rx = set(), set()
+    for r in records:
+        ends = pair_ends(r.get("host", ""))
+        if ends and r.get("status") == "PASS":
+            ok_tx.add(ends[0])
+            ok_rx.add(ends[1])
+    out: dict[str, tuple[str, str] | None] = {}
+    for r in records:
+        ends = pair_ends(r.get("host", ""))
+        if not ends or r.get("status") != "FAIL":
+            continue
+        a, b = ends
+        tx, rx = a not in ok_tx, b not in ok_rx  # each end's side, not cleared by another pair
+        if tx and rx:  # the end more of the collectives' bisections name, if one is
+            na, nb = len(suspects.get(a) or ()), len(suspects.get(b) or ())
+            tx, rx = na > nb, nb > na
+        out[r["host"]] = (a, "transmit") if tx and not rx else (b, "receive") if rx and not tx else None
+    return out
+
+
+@dataclass
+class Finding:
+    """One thing wrong on a host: its status, the checks that said it, what it is, the figures
+    it stands on, and what to do."""
+    status: str
+    checks: list[str]
+    what: str
+    evidence: str
+    action: str
+
+
+@dataclass
+class HostFindings:
+    """The findings of one host, or of hosts whose findings are the same cause (folded)."""
+    hosts: list[str]
+    findings: list[Finding]
+    exclude: bool  # a judged fault (FAIL) or a host that alone could not be measured
+
+
+def _what(r: dict) -> tuple[str, str]:
+    """(what, likely cause) of a record's message, its host's prefix off."""
+    what, _, cause = (r.get("message") or "").partition("; likely cause: ")
+    return what.removeprefix(f"{r['host']}: ").strip(), cause.strip()
+
+
+def _pair_figures(rs: list[dict]) -> str:
+    """'lab3->lab1 0.096 Gb/s; expected >= 1 Gb/s' (several: each pair's figure)."""
+    got = ", ".join(f"{r['host']} {_fig(r['measured'])}" if r.get("measured") is not None else
+                    f"{r['host']}" for r in rs)
+    unit, exp = rs[0].get("unit") or "", rs[0].get("expected") or ""
+    return f"{got} {unit}".rstrip() + (f"; expected {exp}" if exp else "")
+
+
+def host_findings(doc: dict) -> tuple[list[HostFindings], list[str]]:
+    """The run's problems placed on hosts: each host's own FAIL and ERROR checks, the side at
+    fault of a failed pair, the hosts a collective's bisection names slow, the hosts a failed
+    collective names as its cause; hosts whose findings read the same folded into one entry.
+    Also the lines of what no host is at fault for (a pair whose side the pairs do not show, a
+    cause every host said alike: a missing threshold, a run cut short)."""
+    records = doc.get("results") or []
+    facts = doc.get("hosts") or {}
+    run_hosts = list(dict.fromkeys([*(doc.get("meta") or {}).get("hosts", []), *facts]))
+    per: dict[str, list[Finding]] = {}
+    excluded: set[str] = set()
+    unplaced: list[str] = []
+
+    def add(host, finding, exclude):
+        if finding not in per.setdefault(host, []):
+            per[host].append(finding)
+        if exclude:
+            excluded.add(host)
+
+    for h, f in facts.items():  # a host that did not answer at the run's start
+        if isinstance(f, dict) and "error" in f:
+            add(h, Finding("ERROR", [], f"did not answer: {f['error']}", "", UNREACHABLE), True)
+    own = [r for r in records if r.get("status") in ("FAIL", "ERROR") and r["host"] in run_hosts]
+    # an ERROR every host of a check said alike is the run's (a threshold missing), not theirs
+    by_check: dict[str, list[dict]] = {}
+    for r in records:
+        if not is_pair(r["host"]) and r["host"] in run_hosts:
+            by_check.setdefault(r["criterion"], []).append(r)
+    alike = set()
+    for c, rs in by_check.items():
+        errs = [r for r in rs if r["status"] == "ERROR"]
+        for cause in fold([(r["host"], r.get("message")) for r in errs]):
+            if len(cause.hosts) > 1 and len(cause.hosts) == len({r["host"] for r in rs}):
+                alike.update(id(errs[i]) for i in cause.members)
+                unplaced.append(f"{c} ERROR on every host alike ({_fold_any(cause.hosts)}): {cause.text}")
+    for r in own:
+        if id(r) in alike or (facts.get(r["host"]) or {}).get("error"):
+            continue
+        what, cause = _what(r)
+        fam = family_of(r)
+        action = UNREACHABLE if "unreachable" in what else ACTIONS.get(fam, "look into it, then run again")
+        ev = f"{_fig(r['measured'])} {r.get('unit') or ''}".rstrip() if r.get("measured") is not None else ""
+        what += f"; likely cause: {cause}" if cause else ""
+        add(r["host"], Finding(r["status"], [r["criterion"]], what, ev, action), True)
+    for r in records:  # a failed collective across nodes: the hosts it names as its cause
+        culprits = (r.get("details") or {}).get("culprits") or []
+        if r.get("status") == "ERROR" and r["host"] not in run_hosts and not is_pair(r["host"]):
+            for h in culprits:
+                add(h, Finding("ERROR", [r["criterion"]], f"{r['criterion']} failed on it: "
+                               + _what(r)[0], "", "look into it (the message names what it said), then run "
+                               "again"), True)
+    # pairs: the side at fault where the pairs show it
+    slow = named_slow(records)
+    pairs = [r for r in records if is_pair(r.get("host", ""))]
+    sides = pair_sides(pairs, slow)
+    mine: dict[tuple[str, str], list[dict]] = {}
+    for r in pairs:
+        if r["status"] != "FAIL":
+            continue
+        side = sides.get(r["host"])
+        if side:
+            mine.setdefault(side, []).append(r)
+        else:
+            a, b = pair_ends(r["host"])
+            unplaced.append(f"{r['criterion']} {r['host']}: {_pair_figures([r])}: the pairs do not show "
+                            f"which side is slow ({a}'s transmit or {b}'s receive, or the path between)")
+    for (h, way), rs in mine.items():
+        of = [r for r in pairs if pair_ends(r["host"])[0 if way == "transmit" else 1] == h
+              and r["status"] in ("PASS", "FAIL")]
+        verb = "sends" if way == "transmit" else "receives"
+        every = f"every pair it {verb}" if len(rs) == len(of) else \
+            f"{len(rs)} of the {len(of)} pairs it {verb}"
+        add(h, Finding("FAIL", [rs[0]["criterion"]], f"{way} side slow on {every}", _pair_figures(rs),
+                       SIDE_ACTION), True)
+    # cluster-wide checks: the hosts their bisection names slow
+    for h, rs in slow.items():
+        exp = {r.get("expected") for r in rs if len(r.get("expected") or "") <= 30}
+        figs = ", ".join(f"{r['criterion']} {_fig(r['measured'])} {r.get('unit') or ''}".rstrip()
+                         for r in rs) + (f"; expected {exp.pop()}" if len(exp) == 1 else "")
+        add(h, Finding("FAIL", [r["criterion"] for r in rs], "slow in the collectives across nodes: the "
+                       "2-host runs of every ring pair name it", figs, SIDE_ACTION), True)
+    return _folded(per, excluded, run_hosts), unplaced
+
+
+def _folded(per: dict[str, list[Finding]], excluded: set[str], order: list[str]) -> list[HostFindings]:
+    """Hosts whose findings are one cause (alike but for figures, names, addresses) folded."""
+    rank = {h: i for i, h in enumerate(order)}
+    by: dict[tuple, HostFindings] = {}
+    for h in sorted(per, key=lambda h: (rank.get(h, len(rank)), h)):
+        key = (h in excluded, *((f.status, tuple(f.checks), normalised(f.what, h), f.action) for f in per[h]))
+        if key in by:
+            by[key].hosts.append(h)
+        else:
+            by[key] = HostFindings([h], per[h], h in excluded)
+    return sorted(by.values(), key=lambda g: (not g.exclude, -len(g.hosts)))
+
+
+def to_exclude(groups: list[HostFindings]) -> list[str]:
+    """The hosts to exclude from a job or drain, in order."""
+    return [h for g in groups if g.exclude for h in g.hosts]
+
+
+def drain_reason(g: HostFindings, run: str = "") -> str:
+    """A Slurm drain reason of a host's findings: short, one line, no quote or shell character."""
+    first = g.findings[0]
+    text = f"signoff{' ' + run if run else ''}: {','.join(first.checks) or 'unreachable'} {first.status}: " \
+           f"{first.what}"
+    if len(g.findings) > 1:
+        text += f" (+{len(g.findings) - 1} more)"
+    text = re.sub(r"[^\w .,:;/()>=+%@-]", "_", " ".join(text.split()))
+    return text if len(text) <= 120 else text[:117] + "..."

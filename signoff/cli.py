@@ -6,7 +6,7 @@
     signoff list profiles | checks [--profile P]
     signoff show-profile P                         its thresholds after `extends`, each with its file
     signoff clean [--hosts H | --inventory F]      dead runs' temp dirs on the hosts
-    signoff calibrate RUN --out FILE [--margin M]  python -m signoff.calibrate
+    signoff calibrate RUN... --out FILE [--margin M]  known-good runs: margins from their spread
     signoff rebuild RUN                            python -m signoff.results rebuild
 
 run and plan take every option of `pytest acceptance/` (--profile, --hosts, --inventory, ...);
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from signoff import InputError, paths
@@ -60,12 +61,37 @@ def run(argv: list[str]) -> int:
         print("usage: signoff run [--only FAMILY,...] [options]\n\n"
               "  --only NAME,...     only these families, files or checks of the sheet (signoff list\n"
               "                      checks names them); INCOMPLETE unless --partial is given too\n"
-              "  --rerun DIR         only the checks that did not pass in that earlier run (--lf: the\n"
-              "                      newest run's); INCOMPLETE unless --partial, as --only\n\n"
-              "Every other option is pytest's, with signoff's in its 'GPU cluster acceptance' group:\n")
+              "  --rerun DIR         the checks that did not pass in that earlier run, measured again on\n"
+              "                      its hosts and profile (unless given); its other results carried:\n"
+              "                      the verdict is the whole sheet's (--lf: the newest run's)\n\n"
+              "signoff's own options (pytest's 'GPU cluster acceptance' group), then pytest's:\n")
     import pytest
     targets, rest = _only(_last_failed(argv))
+    if {"-h", "--help"} & set(argv):
+        return _help(lambda: pytest.main([*pytest_args(), *targets, *rest]))
     return int(pytest.main([*pytest_args(), *targets, *rest]))
+
+
+OWN_GROUP = "GPU cluster acceptance:"  # signoff's option group in pytest's --help (plugin.py)
+
+
+def _help(show) -> int:
+    """pytest's --help with signoff's own group moved to the top: ~250 lines of pytest's options
+    came first, and a reader stopped before reaching --profile or --inventory."""
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = int(show())
+    text = buf.getvalue()
+    start = text.find(f"\n{OWN_GROUP}\n")
+    if start < 0:
+        print(text, end="")
+        return rc
+    end = re.search(r"\n\n(?=\S)", text[start + 2:])  # the next group's heading
+    stop = start + 2 + end.start() if end else len(text)
+    print(text[start + 1:stop].rstrip() + "\n\npytest's own options:\n" + text[:start] + text[stop:], end="")
+    return rc
 
 
 def _last_failed(argv: list[str]) -> list[str]:
@@ -115,9 +141,10 @@ def plan(argv: list[str]) -> int:
     ap = _Parser(prog="signoff plan", add_help=False, allow_abbrev=False)
     ap.add_argument("--no-contact", action="store_true")
     known, rest = ap.parse_known_args(rest)
-    print(printable(configured(rest, lambda config, state: planning.text(  # hosts' text in it
-        config, state, targets, contact=not known.no_contact)), lines=True))
-    return 0
+    said, fatal = configured(rest, lambda config, state: planning.planned(
+        config, state, targets, contact=not known.no_contact))
+    print(printable(said, lines=True))  # hosts' text in it
+    return planning.PREDICTS_ERROR if fatal else 0  # a CI gate: the run would ERROR (README)
 
 
 def list_(args) -> int:
@@ -131,6 +158,10 @@ def list_(args) -> int:
                 continue
             if not p.abstract:
                 print(f"{name:22} {p.description}  [{p.describe_class()}]")
+            elif kids := [k.name for k in profiles.variants(p)]:  # a class base: --profile takes it too
+                which = " or ".join(kids) if len(kids) <= 4 else f"one of its {len(kids)} variants"
+                print(f"{name:22} {p.description}  [class base: --profile {name} picks {which} by the "
+                      f"hosts' NVML]")
         return 0
     prof = profiles.load(args.profile) if args.profile else None
     entries = catalog.checks()
@@ -206,7 +237,8 @@ def _main(argv: list[str]) -> int:
                            + ": --accept-new-host-keys, --connect-timeout, ...")
         p.add_argument("--hosts")
         p.add_argument("--inventory")
-        sub.add_parser("calibrate", help="a site profile from a run on known-good nodes")
+        sub.add_parser("calibrate", help="a site profile from runs on known-good nodes (margins from "
+                       "their run-to-run spread)")
         sub.add_parser("rebuild", help="a killed run's results.json, junit.xml, report.md")
         args = ap.parse_args(argv)
         return {"list": list_, "show-profile": show_profile}[args.cmd](args)

@@ -86,6 +86,18 @@ def estimates(config, profile, picked, pairs) -> list[str]:
             for ln in mod.estimate(config, profile, picked, pairs)]
 
 
+def timings(config, profile, picked, inventory, facts) -> tuple[list[str], list[tuple]]:
+    """`signoff plan`'s time of the runs over all hosts that the hosts' answers tell (their line
+    rate), and the warnings where one cannot fit its timeout, in the families' order."""
+    lines, late = [], []
+    for mod in modules():
+        if getattr(mod, "timing", None):
+            s, w = mod.timing(config, profile, picked, inventory, facts)
+            lines += s
+            late += w
+    return lines, late
+
+
 def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     """Every family's preflight of one host, in the families' order (signoff/preflight.py)."""
     said, warned = [], []

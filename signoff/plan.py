@@ -11,6 +11,9 @@ from pathlib import Path
 from signoff import catalog, causes, families, hostlist, paths, preflight, profiles
 
 FOLD = 12  # pair ids listed before "and N more"
+# `signoff plan`'s exit code when the run would ERROR or FAIL its class guard (the lines under
+# "will ERROR or be N.A."): apart from the run's 0-4 and pytest's 5 (no tests collected)
+PREDICTS_ERROR = 6
 
 
 def shown(path) -> str:
@@ -97,12 +100,13 @@ def by_variant(entry, kids: list[profiles.Profile]) -> str:
     return "; ".join(out)
 
 
-def ask(config, state) -> tuple[profiles.Profile, dict]:
+def ask(config, state) -> tuple[profiles.Profile | None, dict, str]:
     """The hosts' sysinfo (the run's first step: temp dir, sysinfo probe with its preflight,
     cleanup; never the run lock: asking beside a run that holds it is harmless, and a plan must
     not wait for it or say "no host answered") and the profile: --profile's, or what auto (or a
-    class base) picks on them by the plugin's own vote. (profile, host -> sysinfo or its error)."""
-    from signoff import fixtures, slurm
+    class base) picks on them by the plugin's own vote. (profile, host -> sysinfo or its error,
+    why no profile was picked: the run's pick fails the same way, and then every check ERRORs)."""
+    from signoff import InputError, fixtures, slurm
     from signoff.fleet import Fleet
     job = slurm.Slurm(state.job, slurm.allocation()[1], state.run_id) if state.job else None
     fleet = Fleet(state.inventory, config.getoption("accept_new_host_keys"),
@@ -112,7 +116,10 @@ def ask(config, state) -> tuple[profiles.Profile, dict]:
     try:
         fleet.start()
         facts = fleet.all_facts()
-        return fixtures.pick_profile(state, fleet), facts  # the run's own vote
+        try:
+            return fixtures.pick_profile(state, fleet), facts, ""  # the run's own vote
+        except InputError as exc:
+            return None, facts, str(exc)
     finally:
         fleet.close()
 
@@ -144,7 +151,32 @@ def only_text(picked: list[catalog.Entry], targets: list[str]) -> str:
     return ", ".join(sorted({e.file if e.file in whole else e.criterion for e in picked}))
 
 
+def predictions(inventory, facts: dict, prof) -> list[tuple[str, str]]:
+    """What the hosts' answers say a run will ERROR or FAIL besides the families' preflight: a
+    host that did not answer, a host of another class than the profile."""
+    from signoff.fixtures import HostView
+    out = []
+    for h in inventory.hosts:
+        f = facts.get(h.name)
+        if isinstance(f, Exception):
+            out.append((h.name, f"every check ERROR (its own, its pairs', those over all hosts): "
+                                f"{str(f).removeprefix(f'{h.name}: ')}"))
+            continue
+        view = HostView(h.name, f, None)
+        why = profiles.matches(prof, view.hardware) if prof is not None and not view.hidden_gpus else []
+        if why:
+            out.append((h.name, f"the class checks FAIL: {'; '.join(why)} (profile {prof.name}: "
+                                f"{prof.describe_class()}); its measurements at that class's sizes NOT RUN"))
+    return out
+
+
 def text(config, state, targets: list[str], contact: bool = True) -> str:
+    return planned(config, state, targets, contact)[0]
+
+
+def planned(config, state, targets: list[str], contact: bool = True) -> tuple[str, list[str]]:
+    """The plan's text, and the lines of it that predict an ERROR or a FAIL of the class guard
+    (the plan's exit code: PREDICTS_ERROR where there is one)."""
     from signoff import fixtures, report, rerun
     inv = state.inventory
     names = [h.name for h in inv.hosts]
@@ -167,13 +199,16 @@ def text(config, state, targets: list[str], contact: bool = True) -> str:
              "no report written)",
              f"hosts: {len(names)} from {inv.source}: {hostlist.fold(names)}  ({launcher})"]
     kids = profiles.variants(state.class_base) if state.class_base else []
-    facts = None
+    facts, unpicked, fatal = None, "", []
     if contact:
         picking = prof is None
-        prof, facts = ask(config, state)
+        prof, facts, unpicked = ask(config, state)
         silent = {n: str(e) for n, e in facts.items() if isinstance(e, Exception)}
         no_answer = f"; no answer from {causes.causes(silent)}" if silent else ""
-        if picking:
+        if unpicked:  # the run's pick fails alike: every check of it ERRORs with these words
+            lines.append(f"--profile {state.profile_arg} picks no profile on these hosts (asked for their "
+                         f"sysinfo){no_answer}")
+        elif picking:
             lines.append(f"--profile {state.profile_arg} picks {prof.name} on these hosts (asked for their "
                          f"sysinfo){no_answer}")
             lines.append(f"  {state.pick}")
@@ -209,7 +244,11 @@ def text(config, state, targets: list[str], contact: bool = True) -> str:
         head = profile_text(prof or state.class_base).split("\n", 1)[0]
         lines.append(head.replace("profile ", "profile: ", 1))
     if facts is not None:  # before the checks: what each host gives them, what will ERROR or N.A.
-        lines += preflight.lines(config, inv, facts, prof, {e.criterion for e in picked})
+        crit = {e.criterion for e in picked}
+        extra = [("all hosts", f"every check ERROR: {unpicked}")] if unpicked else []
+        extra += predictions(inv, facts, prof)
+        timing, late = families.timings(config, prof, crit, inv, facts)
+        lines += preflight.lines(config, inv, facts, prof, crit, extra=[*extra, *late], fatal=fatal)
     for scope in dict.fromkeys(e.scope for e in picked):
         ids = cols.get(scope, [])
         if again is not None:  # only the ids the rerun names, in the sheet's order
@@ -231,6 +270,7 @@ def text(config, state, targets: list[str], contact: bool = True) -> str:
                 lines.append(f"  {e.criterion:{width}}  {e.family:12} {what}")
     ests = {each.name: _estimates(config, each, {e.criterion for e in picked}, cols,
                                   [p for p, _ in cases.get("pair", [])])
+            + (timing if facts is not None else [])
             for each in ([prof] if prof is not None else kids)}
     if len({tuple(e) for e in ests.values()}) > 1:  # a class base's variants: each's sizes
         for name, est in ests.items():
@@ -241,4 +281,8 @@ def text(config, state, targets: list[str], contact: bool = True) -> str:
         lines.append("long measurements (their own time; start-up, retries and the other checks "
                      "come on top):")
         lines += [f"  {x}" for x in est]
-    return "\n".join(lines)
+    if fatal:
+        lines.append(f"exit code {PREDICTS_ERROR}: the run would ERROR or FAIL its class guard "
+                     f"({len(fatal)} line{'s' if len(fatal) > 1 else ''} under \"will ERROR or be N.A.\"); "
+                     f"fix them first (README: Exit codes)")
+    return "\n".join(lines), fatal

@@ -4,9 +4,11 @@ check's status and the run's outputs), terminal.py, state.py (docs/architecture.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -82,9 +84,9 @@ def pytest_addoption(parser):
                 help="accept a subset of the checks (-k, one file) as a PASS; without it a "
                      "partial run's verdict is INCOMPLETE")
     g.addoption("--rerun", default=None, metavar="DIR",
-                help="only the checks that did not pass (FAIL, ERROR, NOT RUN) in this earlier run's "
-                     "report directory: a partial run, INCOMPLETE unless --partial (--lf: the newest "
-                     "run's)")
+                help="measure again the checks that did not pass (FAIL, ERROR, NOT RUN) in this "
+                     "earlier run's report directory, on its hosts and profile unless given; the "
+                     "verdict is the whole sheet's, its other results carried (--lf: the newest run's)")
     g.addoption("--baseline", default=None, metavar="PATH/results.json",
                 help="compare with an earlier run: figures that regressed beyond "
                      "--baseline-tolerance, hosts that appeared or vanished (cover, results.json)")
@@ -218,6 +220,7 @@ def _slurm_inventory(config) -> inventory.Inventory:
 def pytest_configure(config):
     try:
         _check_options(config)
+        rerun.defaults(config, _is_acceptance_run(config))  # the earlier run's hosts and profile
         inv = _load_inventory(config)
         arg = config.getoption("profile")
         prof = None if arg == "auto" else profiles.load(arg)
@@ -276,7 +279,7 @@ def pytest_configure(config):
         "launcher": {"launcher": "slurm", "job": state.job} if state.job else {"launcher": "ssh"},
         "operator": report.operator(),
         "suite_version": report.suite_version(),
-        **({"rerun": {k: v for k, v in again.items() if k != "tests"}} if again else {}),
+        **({"rerun": rerun.meta(again)} if again else {}),
     })
     config.pluginmanager.register(Recorder(state, config), "signoff-recorder")
     # A scheduler's SIGTERM should clean the hosts up like Ctrl-C does.
@@ -286,15 +289,31 @@ def pytest_configure(config):
 
 # What a run writes in its report directory; a reused --report-dir loses an earlier run's
 # (never mixed into this one: its hosts/*.json would be read as this run's hosts)
-RUN_FILES = ("results.json", "results.jsonl", "junit.xml", "report.html", "report.md")
+RUN_FILES = ("results.json", "results.jsonl", "junit.xml", "report.html", "report.md",
+             report.EXCLUDE_FILE, report.DRAIN_FILE)
 RUN_DIRS = ("hosts", "soak")
 
 
 def _start_clean(rd: Path) -> None:
-    for name in RUN_FILES:
-        (rd / name).unlink(missing_ok=True)
-    for name in RUN_DIRS:
-        shutil.rmtree(rd / name, ignore_errors=True)
+    """A reused --report-dir: an earlier run's files are moved to earlier/<its run id>/ (said on
+    stderr), never silently overwritten; nothing of it is left to mix into this run."""
+    earlier = None
+    if (rd / "results.json").exists() or (rd / "results.jsonl").exists():
+        try:
+            run = json.loads((rd / "results.json").read_text())["meta"]["run"]
+        except (OSError, ValueError, KeyError, TypeError):
+            run = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-unnamed")
+        earlier = rd / "earlier" / "".join(c if c.isalnum() or c in "-_." else "_" for c in str(run))
+        earlier.mkdir(parents=True, exist_ok=True)
+    for name in (*RUN_FILES, *RUN_DIRS):
+        if earlier is not None and (rd / name).exists():
+            (rd / name).rename(earlier / name)
+        elif name in RUN_DIRS:
+            shutil.rmtree(rd / name, ignore_errors=True)
+        else:
+            (rd / name).unlink(missing_ok=True)
+    if earlier is not None:
+        sys.stderr.write(f"signoff: --report-dir {rd} held an earlier run: moved to {earlier}\n")
 
 
 def _interrupt(state: State):

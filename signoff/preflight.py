@@ -8,10 +8,14 @@ functions fill (signoff/gpu/probe_sysinfo.py preflight()); each family says its 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from signoff import causes, families
 
+# a warning that predicts an ERROR, or a FAIL (a host of another class): `signoff plan` exits
+# plan.PREDICTS_ERROR on one; an N.A. or a note ("judged over this boot only") does not
+PREDICTS = re.compile(r"\b(ERRORs?|FAILs?)\b")
 CONTROLLER = ("no --hosts or --inventory: the controller itself (this machine) is the host judged, "
               "not a cluster node")
 
@@ -30,9 +34,11 @@ class Context:
         return [n for n in names if n in self.picked]
 
 
-def lines(config, inventory, facts: dict, profile, picked) -> list[str]:
+def lines(config, inventory, facts: dict, profile, picked, extra=(), fatal: list | None = None) -> list[str]:
     """The preflight block: a line per group of hosts alike, then the warnings (every host's
-    sysinfo in `facts`, or its error: a host that did not answer is said elsewhere)."""
+    sysinfo in `facts`, or its error: a host that did not answer is said elsewhere). extra: more
+    (host, warning) pairs (`signoff plan`'s: an unreachable host, another class, a collective
+    longer than its timeout); fatal: gets the warning lines that predict an ERROR or a FAIL."""
     ctx = Context(config, profile, frozenset(picked), len(inventory.hosts))
     said, warned = {}, []
     for h in inventory.hosts:
@@ -46,11 +52,14 @@ def lines(config, inventory, facts: dict, profile, picked) -> list[str]:
                          + "".join(f"; no {t}" for t, ok in tools.items() if not ok))
         said[h.name] = "; ".join(parts)
         warned += [(h.name, w) for w in warns]
+    warned += list(extra)
     out = ["preflight (what each host's sysinfo found; nothing measured):"]
     out += [f"  {ln}" for ln in causes.cause_lines(said, front=True, exact=True)] or ["  no host answered"]
     warnings = [f"  {line}" for line in causes.cause_lines(warned, front=True, exact=True)]
     if inventory.source.startswith("default"):
         warnings.insert(0, f"  {CONTROLLER}")
+    if fatal is not None:
+        fatal += [w.strip() for w in warnings if PREDICTS.search(w)]
     if warnings:
         out += ["will ERROR or be N.A. in a run, or judge less than you may think (fix before it):",
                 *warnings]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff import baseline, junit, pytest_adapter, report, retry, sheet
+from signoff import baseline, junit, pytest_adapter, report, rerun, retry, sheet
 from signoff.check import NA_PREFIX
 from signoff.fixtures import parametrized
 from signoff.printable import escape, printable
@@ -188,6 +188,18 @@ class Recorder:
                 + ", ".join(checks[:8]) + (f" and {len(checks) - 8} more" if len(checks) > 8 else "")
                 + ")" + (f"; {self.deselected} deselected" if self.deselected else ""))
 
+    def carry(self) -> None:
+        """A rerun's verdict is the whole sheet's (signoff/rerun.py carry()): the earlier run's
+        records of this run's hosts that it did not measure again, and their hosts' facts."""
+        st = self.state
+        ids = {i for cases in parametrized(self.config).values() for _, i in cases}
+        kept, facts, said = rerun.carry(st.rerun, st.results.doc, ids)
+        for name, f in facts.items():
+            st.results.set_host(name, f)
+        for r in kept:
+            st.results.add(r)
+        st.results.set_meta(rerun={**rerun.meta(st.rerun), "carried": len(kept), "merge": said})
+
     def selection(self) -> str:
         """The options that deselect checks, as given: -k 'nosuch', -m 'slow'."""
         given = [f"{flag} {shlex.quote(v)}" for flag, v in (("-k", self.config.option.keyword),
@@ -223,7 +235,9 @@ class Recorder:
                             "status": self.final[nid], "launcher": self.launcher(host),
                             "message": st.messages.pop(nid, ""),
                             "duration_s": round(st.duration.pop(nid), 3),
-                            **st.measured.pop(nid, {})})
+                            **st.measured.pop(nid, {}),
+                            # a rerun's records beside the earlier run's: each says whose it is
+                            **({"run": st.run_id} if st.rerun else {})})
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -236,7 +250,9 @@ class Recorder:
         # a crashed worker or a second Ctrl-C: never silently absent
         for rec in not_reported(st.results.doc["results"], self.selected,
                                 "the check did not report a result"):
-            st.results.add(rec)
+            st.results.add({**rec, "run": st.run_id} if st.rerun else rec)
+        if st.rerun:  # the whole sheet: the earlier run's results where this one measured none
+            self.carry()
         if st.base is not None:
             where = report.shown_path(Path(self.config.getoption("baseline")).resolve().parent)
             name = f"run {(st.base.get('meta') or {}).get('run')} ({where})"
@@ -251,6 +267,7 @@ class Recorder:
                           usage_error=exitstatus == pytest.ExitCode.USAGE_ERROR)  # e.g. a bad -k
         junit.write(st.report_dir / "junit.xml", st.results.doc)
         (st.report_dir / "report.md").write_text(report.markdown(st.results.doc))
+        report.write_exclude(st.report_dir, st.results.doc)  # the hosts to exclude or drain
         # the exit code is the verdict's (README: Exit codes), the one results.json and junit.xml
         # state: pytest's own says 1 for an ERROR, 0 for a run of N.A. checks, 2 for a Ctrl-C
         session.exitstatus = st.results.doc["meta"]["exit_code"]

@@ -37,6 +37,10 @@ STYLE = """<style>
 }
 </style>"""
 
+# A figure's bar in its check's verdict colour (the tables' so-PASS, so-FAIL ... in darker tones)
+VERDICT_COLOURS = {"PASS": "tab:green", "FAIL": "tab:red", "ERROR": "tab:orange", "N.A.": "tab:gray",
+                   "NOT RUN": "gold"}
+
 ROOT = paths.root()  # the clone's top, or the installed sheet (signoff/_sheet): shown_path's base
 
 
@@ -56,7 +60,7 @@ def suite_version() -> str:
                              capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         git = ""
-    if not git and ROOT == paths.checkout():
+    if not git:  # a copy without .git (bench/copy_tree.sh), or an installed one (setup.py's BuildPy)
         git = copied_commit(ROOT)
     return f"{v} (git {git})" if v and git else v or (f"git {git}" if git else "unknown")
 
@@ -129,6 +133,12 @@ def problem_groups(records: list[dict]) -> list[dict]:
         for c in causes.fold([(host, msg) for host, msg, _ in items]):
             out.append({"criterion": label, "status": status, "cause": c,
                         "records": [r for i in c.members for r in items[i][2]]})
+    # a failed pair: the side at fault, where the pairs show it (signoff.causes.pair_sides)
+    sides = causes.pair_sides([r for r in records if causes.is_pair(r["host"])], causes.named_slow(records))
+    for g in out:
+        at = {sides[r["host"]] for r in g["records"] if sides.get(r["host"])}
+        if at:
+            g["side"] = "the side at fault: " + ", ".join(f"{h}'s {way}" for h, way in sorted(at))
     # the widest first (one cause on 300 hosts before a slow pair), then FAIL before ERROR
     return sorted(out, key=lambda g: (-len({r["host"] for r in g["records"]}), PROBLEMS.index(g["status"]),
                                       g["criterion"]))
@@ -139,7 +149,7 @@ def problem_line(g: dict) -> tuple[str, str, str]:
     rs = g["records"]
     r = rs[0]
     hosts = {x["host"] for x in rs}
-    who = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} hosts {hosts_text(hosts)}"
+    who = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} {_noun(hosts)} {hosts_text(hosts)}"
     unit = r.get("unit") or ""
     vals = sorted(x["measured"] for x in rs if _number(x.get("measured")))
     if len({x["host"] for x in rs}) == 1:
@@ -152,18 +162,132 @@ def problem_line(g: dict) -> tuple[str, str, str]:
     else:  # one cause (problem_groups): its text, hosts folded in where it names them
         c = g["cause"]
         what, cause = split_cause(c.text)
-        span = f"{_fmt(vals[0])}-{_fmt(vals[-1])} {unit}" if vals and vals[0] != vals[-1] else \
-            f"{_fmt(vals[0])} {unit}" if vals else ""
+        span = _span(vals, unit)
         if span:  # the codes the cause names (XID 79) are no figures: said with the span
             named = causes.codes(what)
-            what = (f"measured {span}, expected {r.get('expected')}"
+            what = (f"measured {span}" + (f", expected {r['expected']}" if r.get("expected") else "")
                     + (f" ({', '.join(named)})" if named else ""))
         elif not c.alike:  # one cause, each host's own paths
             what += f" (as on {c.hosts[0]}; each host's own paths and figures in its details)"
+    if g.get("side"):
+        cause = f"{g['side']}; {cause}" if cause else g["side"]
     return who, figures_in(what), figures_in(cause)
 
 
+def _noun(names) -> str:
+    """'pairs' for host pairs ('lab3->lab1'), else 'hosts': a pair is no host."""
+    return "pairs" if names and all(causes.is_pair(n) for n in names) else "hosts"
+
+
+def _span(vals: list, unit: str = "") -> str:
+    """'0.096-0.1 Gb/s', '0.096 Gb/s' where both ends read alike, '' of no figure (never '0-0 ')."""
+    if not vals:
+        return ""
+    lo, hi = _fmt(vals[0]), _fmt(vals[-1])
+    return f"{lo if lo == hi else f'{lo}-{hi}'} {unit}".strip()
+
+
 COVER_LINES = 20  # a provider reads the first screen: the rest one click away
+
+# The hosts to take out of service, machine-readable, in the report dir beside report.md:
+# a ClusterShell NodeSet (folded hostlist) and the Slurm lines that drain them.
+EXCLUDE_FILE, DRAIN_FILE = "exclude.hostlist", "drain.sh"
+_SLURM_NAME = re.compile(r"[\w.\-\[\],]+")  # what a drain line names unquoted-safe (a fold's brackets)
+
+
+def by_host(doc: dict) -> tuple[list[dict], list[str], list[str]]:
+    """The provider's page: per host (hosts of one same cause folded), its name(s), identity
+    (hostname, machine id, GPU serials), and one line per finding: 'lab3: transmit side slow on
+    every pair it sends (lab3->lab1 0.096 Gb/s; expected >= 1 Gb/s): check its NIC, cable or switch
+    port (FAIL net_pair_bandwidth)'; the lines no host is at fault for; the hosts to exclude."""
+    groups, unplaced = causes.host_findings(doc)
+    facts = doc.get("hosts") or {}
+    out = []
+    for g in groups:
+        who = hosts_text(g.hosts)
+        many = len(g.hosts) > 1
+        ident = ([f"{h}: {host_identity(facts[h])}" for h in g.hosts if h in facts]
+                 if len(g.hosts) <= MATRIX_MAX_HOSTS else
+                 [f"{len(g.hosts)} hosts: each one's identity in report.html's Hardware signed off"])
+        lines = [f"{who}: {f.what}"
+                 + (f" ({f.evidence}{f', as on {g.hosts[0]}' if many else ''})" if f.evidence else "")
+                 + f": {f.action} ({f.status} {_checks(f.checks)})".replace(" )", ")")
+                 for f in g.findings]
+        out.append({"hosts": g.hosts, "who": who, "exclude": g.exclude, "identity": ident,
+                    "lines": [figures_in(x) for x in lines]})
+    return out, unplaced, causes.to_exclude(groups)
+
+
+def _checks(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 2 else f"{len(names)} checks"
+
+
+def exclude_files(doc: dict) -> dict[str, str]:
+    """{file name: text} of the hosts to exclude or drain: the folded hostlist (empty: none) and
+    the Slurm drain lines, one per reason, its hosts folded."""
+    groups, _ = causes.host_findings(doc)
+    hosts = causes.to_exclude(groups)
+    run = str((doc.get("meta") or {}).get("run") or "")
+    lines = ["#!/bin/sh", f"# signoff run {printable(run)}: the hosts to drain, as the inventory names them "
+             f"(Slurm node names); review, then run", "set -e"]
+    by: dict[str, list[str]] = {}
+    for g in groups:
+        if g.exclude:
+            by.setdefault(causes.drain_reason(g, run), []).extend(g.hosts)
+    for reason, names in by.items():
+        nodes = hostlist.fold(names) if all(_SLURM_NAME.fullmatch(n) for n in names) else None
+        lines.append(f'scontrol update nodename="{nodes}" state=drain reason="{reason}"' if nodes else
+                     f"# not written, a name a shell line cannot hold: {printable(','.join(names))}")
+    return {EXCLUDE_FILE: (hostlist.fold(hosts) + "\n") if hosts else "",
+            DRAIN_FILE: "\n".join(lines) + "\n"}
+
+
+def write_exclude(report_dir, doc: dict) -> None:
+    """exclude.hostlist and drain.sh into the report dir (both written: an empty list is news too)."""
+    for name, text in exclude_files(doc).items():
+        (Path(report_dir) / name).write_text(text)
+
+
+def by_host_html(doc: dict) -> str:
+    """The cover's per-host section: each failing host, what is wrong, the figures, what to do."""
+    entries, unplaced, hosts = by_host(doc)
+    if not entries and not unplaced:
+        return ""
+    items = []
+    for e in entries:
+        ident = "<br>".join(escape(x) for x in e["identity"])
+        lines = "".join(f"<li>{escape(x)}</li>" for x in e["lines"])
+        tag = " <b class='so-FAIL'>exclude or drain</b>" if e["exclude"] else ""
+        items.append(f"<li class='so-host'><b>{escape(e['who'])}</b>{tag}<br><small>{ident}</small>"
+                     f"<ul>{lines}</ul></li>")
+    shown = "".join(items[:COVER_LINES])
+    more = (f"<details><summary>{len(items) - COVER_LINES} more hosts</summary><ul>"
+            f"{''.join(items[COVER_LINES:])}</ul></details>" if len(items) > COVER_LINES else "")
+    rest = ("<p>Not placed on a host:</p><ul>" + "".join(f"<li>{escape(x)}</li>" for x in unplaced)
+            + "</ul>" if unplaced else "")
+    ex = (f"<p class='so-exclude'>To exclude or drain: <b>{escape(hosts_text(hosts))}</b> "
+          f"({EXCLUDE_FILE}, {DRAIN_FILE} in the report dir)</p>" if hosts else
+          "<p class='so-exclude'>No host to exclude.</p>")
+    return f"<h3>By host</h3><ul class='so-hosts'>{shown}</ul>{more}{ex}{rest}"
+
+
+def by_host_md(doc: dict) -> list[str]:
+    entries, unplaced, hosts = by_host(doc)
+    if not entries and not unplaced:
+        return []
+    out = ["## By host", ""]
+    for e in entries[:COVER_LINES]:
+        out.append(f"**{md_text(e['who'])}**" + (": exclude or drain" if e["exclude"] else "") + "  ")
+        out += [f"{md_text(x)}  " for x in e["identity"]]
+        out += [f"- {md_text(x)}" for x in e["lines"]]
+        out.append("")
+    if len(entries) > COVER_LINES:
+        out += [f"{len(entries) - COVER_LINES} more hosts: report.html", ""]
+    out += [f"To exclude or drain: **{md_text(hosts_text(hosts))}** ({EXCLUDE_FILE}, {DRAIN_FILE} in the "
+            f"report dir)" if hosts else "No host to exclude.", ""]
+    if unplaced:
+        out += ["Not placed on a host:", "", *(f"- {md_text(x)}" for x in unplaced), ""]
+    return out
 
 
 def note_lines(records: list[dict]) -> list[str]:
@@ -177,7 +301,7 @@ def note_lines(records: list[dict]) -> list[str]:
     for c, rs in by.items():
         hosts = [r["host"] for r in rs]
         out.append(f"{c} on {hosts_text(hosts)}: {rs[0]['note']}" if len(rs) == 1 else
-                   f"{c} on {len(rs)} hosts {hosts_text(hosts)}: as on {rs[0]['host']}, "
+                   f"{c} on {len(rs)} {_noun(hosts)} {hosts_text(hosts)}: as on {rs[0]['host']}, "
                    f"{rs[0]['note']} (each host's in results.json)")
     return out
 
@@ -295,6 +419,7 @@ def cover(verdict: str, doc: dict) -> str:
                else "<p>Nothing failed.</p>")
             + (f"<details><summary>{len(lines) - COVER_LINES} more to fix</summary><ul>"
                f"{''.join(lines[COVER_LINES:])}</ul></details>" if len(lines) > COVER_LINES else "")
+            + by_host_html(doc)
             + (f"<h3>Compared with {escape(base.get('name', 'the baseline'))} "
                f"({escape(tolerance_text(base))})</h3><ul>"
                f"{''.join(regressions + moved) or '<li>no regression</li>'}</ul>" if base else "")
@@ -330,7 +455,7 @@ def rerun_text(meta: dict) -> str:
     how = ", ".join(f"{n} {s}" for s, n in r["statuses"].items())
     n = r["checks"]
     return (f"Rerun of run {r['run']} ({r['dir']}): its {n} check{'s' * (n != 1)} that did not pass ({how})"
-            + (f"; {r['via']}" if r.get("via") else ""))
+            + (f"; {r['via']}" if r.get("via") else "") + (f"; {r['merge']}" if r.get("merge") else ""))
 
 
 def partial_text(meta: dict) -> str:
@@ -542,10 +667,9 @@ def problem_tables(records: list[dict]) -> str:
         for status, cause, rs in keys[:PROBLEM_ROWS]:
             hosts = [r["host"] for r in rs]
             vals = sorted(r["measured"] for r in rs if _number(r.get("measured")))
-            span = ("" if not vals else _fmt(vals[0]) if len(vals) == 1
-                    else f"{_fmt(vals[0])}-{_fmt(vals[-1])}")
+            span = _span(vals)
             msg = cause.text if cause.alike else f"as on {cause.hosts[0]}: {cause.text}"  # the hosts column
-            who = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} hosts {hosts_text(hosts)}"
+            who = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} {_noun(hosts)} {hosts_text(hosts)}"
             rows.append(f"<tr class='{status_class(status)}'><td>{escape(who)}</td><td>{status}</td>"
                         f"<td>{escape(span)}</td><td>{escape(msg)}</td></tr>")
         more = (f"<p>and {len(keys) - PROBLEM_ROWS} more causes: every check is in the table below and "
@@ -783,8 +907,12 @@ def inventory_section(doc: dict) -> str:
                                   f"{g.get('serial') or '?'}, VBIOS {g.get('vbios') or '?'}, PCI "
                                   f"{g.get('pci_bus_id')}") for g in nv.get("gpus") or []) or "no GPU"
         net = nics.get(h) or {}
-        ports = [f"{p['name']} {p.get('speed_mbps') or '?'} Mb/s {p.get('operstate')}"
-                 for p in net.get("ethernet") or [] if not p.get("virtual")]
+        # every port the netinfo probe read, a bond, VLAN, veth or bridge (no PCI device) said so:
+        # on such a host those are what was probed, never "not probed"; loopback left out
+        ports = [f"{p['name']}{' (virtual: no PCI device)' if p.get('virtual') else ''} "
+                 f"{p.get('speed_mbps') or '?'} Mb/s {p.get('operstate')}"
+                 + (f" {', '.join(p['addresses'])}" if p.get("addresses") else "")
+                 for p in net.get("ethernet") or [] if p.get("name") != "lo"]
         ports += [f"{p['device']}/{p['port']} {p.get('rate')} {p.get('state')}"
                   for p in net.get("infiniband") or []]
         # the host's own strings (/etc/os-release, uname, /proc/cpuinfo): text, never markup
@@ -829,6 +957,7 @@ def markdown(doc: dict) -> str:
         if len(groups) > COVER_LINES:
             out.append(f"- {len(groups) - COVER_LINES} more to fix: report.html, results.json")
         out.append("")
+    out += by_host_md(doc)
     noted = note_lines(doc["results"])
     if noted:
         out += ["## Said with the verdict", "", *(f"- {md_text(x)}" for x in noted), ""]

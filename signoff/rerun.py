@@ -1,18 +1,28 @@
-"""--rerun DIR (and pytest's --lf, which it stands for): only the checks that did not pass in an
-earlier run, as a partial run of the sheet (INCOMPLETE unless --partial, like --only)."""
+"""--rerun DIR (and pytest's --lf, which it stands for): the checks that did not pass in an
+earlier run measured again, on that run's hosts (its --hosts or --inventory) and profile unless
+told otherwise (defaults()); its verdict is the whole sheet's: the earlier run's results with
+this run's over the checks it measured again, each record stamped with the run it comes from
+(carry()). So "did my fix work?" ends 0 when it did, without --partial."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
-from signoff import InputError, baseline, paths, report
+import pytest
+
+from signoff import InputError, baseline, hostlist, paths, report
+from signoff.results import ALL
 
 # what a rerun takes up again; N.A. is the profile's verdict on that host, not a fault to fix
 AGAIN = ("FAIL", "ERROR", "NOT RUN")
 # why --lf is not pytest's: a check that could not measure (NOT RUN) is no pytest failure, and
 # signoff keeps no pytest cache (none in an installed sheet's site-packages)
 LF = "--lf: signoff keeps no pytest cache, so it reruns the newest run's checks that did not pass"
+# what load() keeps for the run but results.json's meta.rerun leaves out (meta()): the node ids,
+# and the earlier run's document the verdict is merged with
+PRIVATE = ("tests", "earlier")
+_LOADED = pytest.StashKey[dict]()  # one read of the earlier results.json a run (defaults(), of())
 
 
 def newest(reports: Path | None = None) -> Path:
@@ -25,18 +35,81 @@ def newest(reports: Path | None = None) -> Path:
     return runs[-1]
 
 
-def of(config) -> dict | None:
+def of(config, acceptance: bool = True) -> dict | None:
     """--rerun DIR, or pytest's --lf (an option of the clone's pytest, whose cache signoff turns
-    off: it would rerun nothing signoff did not run, silently) as the newest run's rerun."""
+    off: it would rerun nothing signoff did not run, silently) as the newest run's rerun; --lf
+    only in an acceptance run (`pytest tests/ --lf` is pytest's own)."""
+    if _LOADED in config.stash:
+        return config.stash[_LOADED]
     arg = config.getoption("rerun")
-    if arg is None and config.getoption("lf", False):
-        return load(str(newest()), via=LF)
-    return load(arg) if arg is not None else None
+    if arg is None and acceptance and config.getoption("lf", False):
+        got = load(str(newest()), via=LF)
+    elif arg is not None:
+        got = load(arg)
+    else:
+        return None
+    config.stash[_LOADED] = got
+    return got
+
+
+def meta(again: dict) -> dict:
+    """What results.json's meta.rerun holds of load()'s answer."""
+    return {k: v for k, v in again.items() if k not in PRIVATE}
+
+
+def defaults(config, acceptance: bool) -> None:
+    """A rerun takes the earlier run's hosts (its --hosts, its inventory file narrowed to the
+    hosts it ran, or its Slurm allocation's nodes) and profile where the command names none:
+    the same sheet on the same hosts, so its verdict can be the whole sheet's. Set as options,
+    before the plugin reads them (meta.inventory then says them, meta.rerun.hosts_from whose)."""
+    again = of(config, acceptance)
+    if again is None:
+        return
+    then = again["earlier"].get("meta") or {}
+    opt, run = config.option, again["run"]
+    if opt.profile == "auto" and then.get("profile_requested") not in (None, "auto"):
+        path = then.get("profile_path")
+        opt.profile = path if path and Path(path).is_file() else then["profile_requested"]
+    names, source = then.get("hosts") or [], str(then.get("inventory") or "")
+    if opt.hosts is not None or opt.inventory is not None or not names or source.startswith("default"):
+        return  # told otherwise, or the earlier run was of this machine (the default still)
+    folded = hostlist.fold(names)
+    if (then.get("launcher") or {}).get("launcher") == "slurm":
+        if opt.launcher == "auto":
+            opt.launcher = "slurm"
+        inside = source.split(", --inventory ", 1)[1] if ", --inventory " in source else ""
+        path = _file(inside)
+        if inside and path is None:
+            raise InputError(f"--rerun {again['dir']}: run {run}'s inventory {inside} is not here: name "
+                             f"--inventory (or --hosts) for the rerun")
+        opt.inventory, opt.hosts = path, folded
+    elif source.startswith("--hosts "):
+        opt.hosts = folded
+        pythons = set((then.get("probe_python") or {}).values())
+        if opt.python is None and len(pythons) == 1 and pythons != {"python3"}:
+            opt.python = pythons.pop()
+    else:
+        path = _file(source)
+        if path is None:
+            raise InputError(f"--rerun {again['dir']}: run {run}'s inventory {source} is not here: name "
+                             f"--inventory (or --hosts) for the rerun")
+        opt.inventory, opt.hosts = path, folded
+    again["hosts_from"] = f"run {run}'s hosts ({folded})"
+
+
+def _file(source: str) -> str | None:
+    """The inventory file a run's meta.inventory names ('cluster.yaml', 'cluster.yaml: --tags a'),
+    where it is a file here."""
+    for cand in (source, source.split(": ", 1)[0]):
+        if cand and Path(cand).is_file():
+            return cand
+    return None
 
 
 def load(arg: str, via: str = "") -> dict:
     """What `--rerun arg` reruns: meta.rerun (the earlier run, its checks that did not pass by
-    status) and, under "tests", their node ids."""
+    status, its fleets) and, under "tests", their node ids; under "earlier", its document (the
+    results a rerun's verdict is merged with: carry())."""
     if not arg.strip():
         raise InputError("--rerun is empty (an unset variable?): name an earlier run's report "
                          "directory or leave --rerun out")
@@ -52,7 +125,7 @@ def load(arg: str, via: str = "") -> dict:
     crits = {r.get("criterion") for r in again} - {None}
     return {"run": run, "dir": report.shown_path(Path(arg).resolve()), "checks": len(again),
             "statuses": {s: counts[s] for s in AGAIN if counts[s]}, **({"via": via} if via else {}),
-            **_fleets(doc, crits), "tests": sorted({r["test"] for r in again})}
+            **_fleets(doc, crits), "tests": sorted({r["test"] for r in again}), "earlier": doc}
 
 
 def _number(v) -> bool:
@@ -103,3 +176,44 @@ def pool(again: dict | None, criterion: str, model: str, skip) -> list[float]:
     hosts = (((again or {}).get("pools") or {}).get(criterion) or {})
     return [v for h, gpus in hosts.items() if h not in skip for m, v in gpus if m == model]
 
+
+def _counted(records: list[dict]) -> str:
+    n = Counter(r.get("status") for r in records)
+    return ", ".join(f"{n[s]} {s}" for s in ("PASS", "FAIL", "ERROR", "N.A.", "NOT RUN") if n[s])
+
+
+def _named(records: list[dict], most: int = 6) -> str:
+    """'net_pair_bandwidth on lab2->lab1, multinode_allreduce on all hosts': the checks measured."""
+    by: dict[str, list[str]] = {}
+    for r in records:
+        by.setdefault(str(r.get("criterion")), []).append(str(r.get("host")))
+    said = [f"{c} on " + (", ".join(h) if any("->" in x for x in h) or ALL in h else hostlist.fold(h))
+            for c, h in by.items()]
+    return "; ".join(said[:most]) + (f" and {len(said) - most} more" if len(said) > most else "")
+
+
+def carry(again: dict, doc: dict, ids: set[str]) -> tuple[list[dict], dict, str]:
+    """(the earlier run's records this run did not measure again, each stamped with its run;
+    the earlier run's host facts this run lacks; what meta.rerun says of the merge). `doc` is
+    this run's document, `ids` the hosts and pairs it parametrizes: an earlier record of a host
+    this run leaves out (--exclude-hosts) is not carried. Nothing is carried where this run is
+    judged by another profile than the earlier one (its verdicts are not this profile's)."""
+    then, now = again["earlier"], doc["meta"]
+    was, name = (then.get("meta") or {}).get("profile_sha256"), (then.get("meta") or {}).get("profile")
+    mine = doc["results"]
+    if was != now.get("profile_sha256") or name != now.get("profile"):
+        return [], {}, (f"not merged with run {again['run']}'s results: it was judged by profile {name}, "
+                        f"this rerun by {now.get('profile')}"
+                        + (" (the same name, other thresholds: a file of it changed since)"
+                           if name == now.get("profile") else "")
+                        + ": the verdict is of the checks measured again alone")
+    measured = {r.get("test") or (r.get("criterion"), r.get("host")) for r in mine}
+    kept = [{**r, "run": r.get("run") or again["run"]} for r in then["results"]
+            if (r.get("test") or (r.get("criterion"), r.get("host"))) not in measured
+            and (r.get("host") == ALL or r.get("host") in ids)]
+    facts = {h: f for h, f in (then.get("hosts") or {}).items() if h in ids and h not in doc["hosts"]}
+    said = (f"results carried from run {again['run']}: {len(kept)}" + (f" ({_counted(kept)})" if kept else "")
+            + f"; measured in this rerun: {len(mine)}"
+            + (f" ({_counted(mine)}: {_named(mine)})" if mine else "")
+            + (f"; on {again['hosts_from']}" if again.get("hosts_from") else ""))
+    return kept, facts, said

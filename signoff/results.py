@@ -407,6 +407,7 @@ def rebuild(report_dir: Path) -> dict:
     junit.write(report_dir / "junit.xml", doc)
     from signoff import report  # report.md too (report.html is pytest-html's, at the end of a run)
     (report_dir / "report.md").write_text(report.markdown(doc))
+    report.write_exclude(report_dir, doc)
     return doc
 
 

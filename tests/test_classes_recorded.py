@@ -619,7 +619,9 @@ def runs(request, tmp_path_factory):
 # class names its InfiniBand ports (netinfo()): they need no data interface.
 ONE_HOST = {"nic_link", "net_pair_bandwidth", "multinode_allreduce", "multinode_transport",
             "multinode_alltoall_busbw", "rail_alltoall_busbw", "multinode_collectives_correct",
-            "train_scaling_nodes", "version_parity", "host_unique", "gpu_nic_affinity"}
+            "multinode_allgather_busbw", "multinode_reduce_scatter_busbw", "multinode_sendrecv_busbw",
+            "train_scaling_nodes", "train_transport", "mnnvl_allreduce", "version_parity", "host_unique",
+            "gpu_nic_affinity"}
 ONE_GPU = {"hbm_uniformity", "allreduce_busbw", "allreduce_correct", "p2p_bandwidth", "p2p_uniformity",
            "gpu_topology", "nccl_transport", "soak_gemm_straggler", "train_scaling_host",
            "allgather_busbw", "reduce_scatter_busbw", "alltoall_busbw", "sendrecv_busbw",

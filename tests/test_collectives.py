@@ -88,6 +88,15 @@ def test_a_rank_that_corrupts_its_all_to_all_fails_exactness_naming_op_size_and_
     assert wrong == ["wrong all-to-all at 64K", "wrong all-to-all at 128K",
                      "wrong all-to-all at 64K in rail 0", "wrong all-to-all at 128K in rail 0",
                      "wrong all-to-all at 64K in rail 1", "wrong all-to-all at 128K in rail 1"], wrong
+    # which ranks: node 1's (2 and 3), so the check across nodes names that host, in each rail its own rank
+    assert all(r["wrong_ranks"] == [2, 3] for r in doc["ops"]["alltoall"]), doc["ops"]["alltoall"]
+    assert all("wrong_ranks" not in r for op, rows in doc["ops"].items() if op != "alltoall" for r in rows)
+    hosts = {"n0": {"node_rank": 0, "local_ranks": 2}, "n1": {"node_rank": 1, "local_ranks": 2}}
+    said = net.wrong_across(doc, hosts, OP_NAMES)
+    assert said[0] == "wrong all-to-all at 64K on n1 (ranks 2, 3)", said
+    assert "wrong all-to-all at 64K in rail 0 on n1 (rank 2)" in said and \
+        "wrong all-to-all at 128K in rail 1 on n1 (rank 3)" in said, said
+    assert net.wrong_hosts(doc, hosts) == ["n1"]
 
 
 def test_alltoall_bound_is_nccl_tests_arithmetic():
@@ -105,12 +114,18 @@ def test_alltoall_bound_is_nccl_tests_arithmetic():
     with pytest.raises(ProbeError, match="b: no NIC rate reported"):
         net.nic_bound_threshold(t, {"a": nics, "b": {"gbps": None, "what": "data interface x: no rate"}},
                                 8, 8, "all-to-all across nodes")
+    # send/recv across nodes: a rank's share of its node's NICs (busbw factor 1), the lowest node's
+    s = profiles.load("nvidia-base").criteria["multinode_sendrecv_busbw"]
+    g = net.nic_share_threshold(s, slow, 8, "send/recv")
+    assert g.unit == "GB/s" and g.value == round(0.85 * 25, 3), g
+    assert g.source.startswith("derived: 0.85 x 25 GB/s, the lowest node's NIC share per rank (b: 4 RDMA")
 
 
 def test_every_class_and_local_has_a_threshold_with_a_source_for_every_new_collective():
     from signoff.paths import thresholds_dir
     names = ("allgather_busbw", "reduce_scatter_busbw", "alltoall_busbw", "sendrecv_busbw",
-             "multinode_alltoall_busbw", "rail_alltoall_busbw")
+             "multinode_alltoall_busbw", "rail_alltoall_busbw", "multinode_allgather_busbw",
+             "multinode_reduce_scatter_busbw", "multinode_sendrecv_busbw")
     for f in sorted(thresholds_dir().glob("*.yaml")):
         p = profiles.load(f.stem)
         for n in names:

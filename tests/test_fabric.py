@@ -149,24 +149,29 @@ def test_fake_nvml_fabric_matches_nvidia_ml_py():
 # ------------------------------------------------------------------ recorded runs
 
 
-def recorded_run(tmp: Path, cls: str, hosts: dict[str, dict], profile: str = "auto") -> tuple[int, dict, str]:
-    """`pytest acceptance/test_fabric.py acceptance/test_gpu_health.py -k <fabric checks>` on
-    recorded hosts of class `cls`, each host's sysinfo with its own keys put over the class's."""
+def recorded_run(tmp: Path, cls: str, hosts: dict[str, dict], profile: str = "auto", checks: str = CHECKS,
+                 sheet: str = "acceptance/test_fabric.py", data_iface: str | None = None,
+                 probes: dict[str, dict] | None = None) -> tuple[int, dict, str]:
+    """`pytest <sheet> -k <checks>` (the fabric's by default) on recorded hosts of class `cls`, each
+    host's sysinfo with its own keys put over the class's; probes: host -> its own documents of
+    other probes (train, allreduce, netinfo) in place of the class's; data_iface: every host's."""
     one, two = recorded()
     rec = measurements(cls, sysinfo(cls, one), one, two)
     log = tmp / "kern.log"
     log.write_text(kernel_log(rec["sysinfo"]))
     (tmp / "hosts.json").write_text(json.dumps({"record": {**rec, "kernel_log": str(log)},
-                                                "hosts": {h: {"sysinfo": s} for h, s in hosts.items()}}))
+                                                "hosts": {h: {"sysinfo": s, **(probes or {}).get(h, {})}
+                                                          for h, s in hosts.items()}}))
     inv = tmp / "inv.yaml"
-    inv.write_text("hosts:\n" + "".join(f"  - {{name: {h}, address: {h}.recorded}}\n" for h in hosts))
+    iface = f", data_iface: {data_iface}" if data_iface else ""
+    inv.write_text("hosts:\n" + "".join(f"  - {{name: {h}, address: {h}.recorded{iface}}}\n" for h in hosts))
     env = {**os.environ, "SIGNOFF_RECORDED_HOSTS": str(tmp / "hosts.json"),
            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "recorded"),
                                           str(ROOT / "tests" / "recorded" / "classes"), str(ROOT)])}
     rd = tmp / "report"
-    p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_fabric.py", "-q", "-p",
+    p = subprocess.run([sys.executable, "-m", "pytest", sheet, "-q", "-p",
                         "recorded_hosts", "-p", "no:cacheprovider", "-p", "no:html", "--partial", "-k",
-                        CHECKS, "--inventory", str(inv), "--profile", profile, "--report-dir", str(rd)],
+                        checks, "--inventory", str(inv), "--profile", profile, "--report-dir", str(rd)],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert (rd / "results.json").exists(), p.stdout[-3000:] + p.stderr[-3000:]
     return p.returncode, load_results(rd / "results.json"), p.stdout[-3000:]
@@ -304,10 +309,146 @@ def test_recorded_host_under_local_is_not_judged_for_a_fabric(tmp_path):
     assert "NVML reports fabric state completed (not judged)" in r["message"]
 
 
+# ------------------------------------------------------------------ the all-reduce over MNNVL (recorded)
+
+
+def rows(busbw: float, n: int = 8) -> list[dict]:
+    """A sweep of 1M..8G (gb200-nvl72's) flat at `busbw` GB/s from 1G, lower below (a fake run)."""
+    out, b = [], 1 << 20
+    while b <= 8 << 30:
+        bw = busbw * min(1.0, b / (1 << 30)) ** 0.3
+        algbw = bw * n / (2 * (n - 1))
+        out.append({"bytes": b, "time_us": round(b / algbw / 1e3, 3), "algbw": round(algbw, 3),
+                    "busbw": round(bw, 3), "correct": True})
+        b *= 2
+    return out
+
+
+def two_trays(busbw: float, log: str, off: tuple[float, str] | None = None,
+              other: tuple[float, str] | None = None) -> tuple[dict, dict]:
+    """Two GB200 trays of rack ff.RACK (fake NVML): their sysinfo keys, and their documents of a
+    fake all-reduce across them (busbw GB/s at 8G, the NCCL channel lines of `log` parsed by
+    probe_allreduce's own parser); off: (busbw, log) of their run with MNNVL off (the NICs');
+    other: (busbw, log) of two more trays, of another rack (ff.OTHER_RACK), run on their own."""
+    from test_multinode_transport_recorded import probe
+
+    def run(k, bw, text):
+        transports, net, kept = probe.parse_nccl_log(text.splitlines())
+        return {"probe": "allreduce", "backend": "nccl", "world_size": 8, "local_ranks": 4, "gpus": 4,
+                "nnodes": 2, "node_rank": k % 2, "rows": rows(bw), "graphs": True, "transports": transports,
+                "nccl_net": net, "nccl_log": kept}
+    n = 4 if other else 2
+    odd = {t: [ff.fabric(uuid=ff.OTHER_RACK)] * 4 for t in TRAYS[2:4]}
+    hosts = dict(list(rack("gb200-nvl72", odd).items())[:n])
+    docs = {}
+    for k, t in enumerate(hosts):
+        eth = {"name": "eth0", "addresses": [f"10.0.0.{k + 1}"], "operstate": "up", "speed_mbps": 400000}
+        docs[t] = {"allreduce": run(k, *((busbw, log) if k < 2 else other)),
+                   **({"allreduce_mnnvl_off": run(k, *off)} if off else {}),
+                   "netinfo": {"probe": "netinfo", "ethernet": [eth], "infiniband": [],
+                               "tools": {"iperf3": False, "ib_write_bw": False}}}
+    return hosts, docs
+
+
+def mnnvl_run(tmp: Path, busbw: float, log: str, other: tuple[float, str] | None = None) -> dict:
+    """`-k mnnvl_allreduce` under --profile auto on two_trays()."""
+    hosts, docs = two_trays(busbw, log, other=other)
+    tmp.mkdir()
+    rc, doc, out = recorded_run(tmp, "gb200-nvl72", hosts, checks="mnnvl_allreduce", data_iface="eth0",
+                                probes=docs)
+    assert doc["meta"]["profile"] == "gb200-nvl72", out
+    return statuses(doc)[("mnnvl_allreduce", "all hosts")]
+
+
+NIC_FIGURE = """extends: gb200-nvl72
+criteria:
+  multinode_allreduce_busbw: {min: 150, unit: GB/s, size: 8G, sweep: [1M, 8G], algo: Ring, source: "a test"}
+"""
+
+
+def test_recorded_gb200_trays_multinode_allreduce_is_the_nics_run_with_mnnvl_off(tmp_path):
+    """Two GB200 trays (fake NVML and NCCL runs) answering MNNVL at 850 GB/s, and NET/IB at 190
+    (NVIDIA/nccl-tests issue 252's log) when NCCL_MNNVL_ENABLE=0: multinode_allreduce judges the
+    NICs' run (190 against the NICs' figure, never 850 over NVLink), and multinode_transport finds
+    MNNVL in its run and NET/IB in the same NICs' run (one run, shared)."""
+    from test_multinode_transport_recorded import IB_4x2, MNNVL_2x4
+    site = tmp_path / "site.yaml"
+    site.write_text(NIC_FIGURE)
+    hosts, docs = two_trays(850.0, MNNVL_2x4, off=(190.0, IB_4x2))
+    rc, doc, out = recorded_run(tmp_path, "gb200-nvl72", hosts, profile=str(site), data_iface="eth0",
+                                checks="multinode_allreduce or multinode_transport",
+                                sheet="acceptance/test_network.py", probes=docs)
+    res = statuses(doc)
+    m = res[("multinode_allreduce", "all hosts")]
+    assert m["status"] == "PASS" and m["measured"] == 190.0, m
+    tr = res[("multinode_transport", "all hosts")]
+    assert tr["status"] == "PASS" and tr["measured"] == "MNNVL; with MNNVL and NVLS off: NET/IBext_v8", tr
+
+
+def test_recorded_gb200_trays_all_reduce_over_mnnvl_judged_against_the_nvlink_floor(tmp_path):
+    """Two trays of one GB200 domain (fake NVML and NCCL runs: no NVL72 rack here): an all-reduce
+    over MNNVL at NVLink speed PASSes against the NVLink floor (730 GB/s at 8G, not the NICs'
+    rule); at NIC speed over MNNVL it FAILs that floor, measured again first; a domain whose NCCL
+    fell back to NET/IB (NVIDIA/nccl-tests issue 252's log, MNNVL 0) FAILs naming the tray, the
+    transport and NCCL's MNNVL flag."""
+    from test_multinode_transport_recorded import IB_4x2, MNNVL_2x4
+    ok = mnnvl_run(tmp_path / "nvlink", 850.0, MNNVL_2x4)
+    assert ok["status"] == "PASS" and ok["measured"] == 850.0 and ok["unit"] == "GB/s", ok
+    assert ok["expected"].startswith("every NVLink domain's all-reduce over MNNVL at 8G >= 730 GB/s"), ok
+    assert ok["details"]["domains"]["tray[01-02]"]["transport"] == "MNNVL", ok
+    assert "lixueduan.com" in ok["source"] and "node bound" not in ok["expected"], ok
+    # two domains in one run, each its own all-reduce: tray01-02 of one rack at NIC speed over MNNVL,
+    # tray03-04 of another whose NCCL fell back to NET/IB; the slowest domain is the figure
+    bad = mnnvl_run(tmp_path / "nic", 85.0, MNNVL_2x4, other=(84.0, IB_4x2))
+    assert bad["status"] == "FAIL" and bad["measured"] == 84.0, bad
+    assert set(bad["details"]["domains"]) == {"tray[01-02]", "tray[03-04]"}, bad
+    assert "tray[01-02]: all-reduce busbw 85 GB/s at 8G over MNNVL, best of 3 attempts (85, 85, 85 GB/s; " \
+        "spread 0 %), below 730 GB/s" in bad["message"], bad["message"]
+    for t in ("tray03", "tray04"):
+        assert f"{t}: NET/IBext_v8 between nodes, ranks 3->4 (MNNVL 0)" in bad["message"], bad["message"]
+    assert "tray[03-04]: all-reduce busbw 84 GB/s at 8G over NET/IBext_v8" in bad["message"]
+    assert "(expected every NVLink domain's all-reduce over MNNVL at 8G >= 730 GB/s" in bad["message"]
+    cause = bad["message"].split("; likely cause: ")[1]
+    assert "a degraded NVLink or NVLink switch path" in cause, cause
+    assert "NCCL did not enable multi-node NVLink (its log says MNNVL 0)" in cause, cause
+
+
+def test_mnnvl_allreduce_is_not_applicable_without_a_domain_and_names_a_tray_outside_one(tmp_path):
+    """Two recorded HGX H100 nodes (no NVLink domain across nodes): N.A. saying so, never a PASS;
+    the pure grouping puts a tray whose GPUs registered with no one domain outside, named with its
+    GPU and cause, and a tray of another rack in a domain of its own."""
+    one = recorded()[0]
+    gpus = sysinfo("h100-8x-nvlink", one)["nvidia"]["gpus"]
+    hosts = {h: {"nvidia": {"gpus": gpus}} for h in ("a", "b")}
+    rc, doc, out = recorded_run(tmp_path, "h100-8x-nvlink", hosts, checks="mnnvl_allreduce")
+    r = statuses(doc)[("mnnvl_allreduce", "all hosts")]
+    assert r["status"] == "N.A." and "has no multi-node NVLink domain" in r["message"], r
+    hosts = {t: ff.read([ff.fabric()] * 4) for t in TRAYS[:3]}
+    hosts["tray03"][1] = ff.read([ff.fabric(state=2)])[0]
+    hosts["tray04"] = ff.read([ff.fabric(uuid=ff.OTHER_RACK)] * 4)
+    groups, outside = judge.tray_domains(hosts)
+    assert sorted(map(sorted, groups.values())) == [["tray01", "tray02"], ["tray04"]]
+    assert outside == {"tray03": "GPU 1: fabric state in progress (registration not completed)"}
+
+
+def test_every_class_with_an_nvlink_domain_sets_the_mnnvl_floor_with_its_source():
+    """mnnvl_allreduce_busbw is judged where the class has an NVLink domain (N.A. elsewhere, before
+    any threshold): every such shipped class sets it in GB/s, cited, at a size of its sweep."""
+    from signoff import profiles
+    domains = [n for n in profiles.available() if not profiles.load(n).abstract
+               and profiles.load(n).hardware.get("nvlink_domain")]
+    assert {"gb200-nvl72", "gb300-nvl72"} <= set(domains)
+    for n in domains:
+        t = profiles.load(n).threshold("mnnvl_allreduce_busbw")
+        assert t.op == "min" and t.unit == "GB/s" and t.value >= 700 and t.extra["size"] in ("8G", "16G"), t
+        assert "oracle-quickstart/oci-gpu-quickstarts" in t.source and "x" in (t.provisional or t.source), t
+
+
 def test_plan_of_a_gb200_rack_lists_the_fabric_checks_with_thresholds():
     """`signoff plan --profile gb200-nvl72 --hosts 'tray[01-18]' --no-contact` (issue 43): the
-    fabric and IMEX checks per tray, the domain once over all trays, each with its threshold and
-    the profile file it comes from (`signoff show-profile` prints the source text)."""
+    fabric and IMEX checks per tray, the domain, the all-reduce over MNNVL and the transport of the
+    all-reduce and the training step once over all trays, each with its threshold and the profile
+    file it comes from (`signoff show-profile` prints the source text)."""
     p = subprocess.run([sys.executable, "-m", "signoff", "plan", "--profile", "gb200-nvl72", "--hosts",
                         "tray[01-18]", "--no-contact"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -318,8 +459,17 @@ def test_plan_of_a_gb200_rack_lists_the_fabric_checks_with_thresholds():
     assert "imex <= 0 IMEX faults [thresholds/nvidia-base.yaml]" in per_host
     assert "hardware.nvlink_domain: 72; hardware.gpu_count: 4; nvlink_domain <= 0 domains not whole " \
            "[thresholds/nvidia-base.yaml]" in once
+    # the transport and the all-reduce over MNNVL, once over every tray (issue 43 parts 2-3): the
+    # domain's floor in GB/s from the class, the transport the class promises, the training step's too
+    assert "mnnvl_allreduce_busbw >= 730 GB/s (provisional threshold: calibrate on a known-good node) " \
+           "[thresholds/gb200-nvl72.yaml]" in once, once
+    for check in ("multinode_transport", "train_transport"):
+        assert any(ln.split()[:1] == [check] and "multinode_transport == MNNVL (NCCL transport) "
+                   "[thresholds/blackwell-nvl72.yaml]" in ln for ln in once.splitlines()), (check, once)
+    assert "multinode_allreduce_busbw >= 0.9 x node bound" in once  # the NICs' run: the NIC rule
     shown = subprocess.run([sys.executable, "-m", "signoff", "show-profile", "gb200-nvl72"], cwd=ROOT,
                            capture_output=True, text=True, timeout=120).stdout
     for text in ("docs.nvidia.com/deploy/nvml-api/group__nvmlFabricDefs.html", "mnnvl-user-guide",
-                 "docs.nvidia.com/multi-node-nvlink-systems/imex-guide"):
+                 "docs.nvidia.com/multi-node-nvlink-systems/imex-guide",
+                 "www.lixueduan.com/posts/ai/13-gb200-mnnvl-nccl-test", "NVIDIA/nccl issue 1159"):
         assert text in shown, text

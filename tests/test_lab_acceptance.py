@@ -233,7 +233,8 @@ def test_ssh_config_alias_and_hostlist(lab, tmp_path):
     p = subprocess.run([sys.executable, "-m", "signoff", "plan", "--hosts", "node[01-04]", "--python",
                         sys.executable], cwd=where, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "HOME": str(home)})
-    assert p.returncode == 0, p.stdout + p.stderr
+    # no data_iface: the network's checks will ERROR, so the plan's gate exits plan.PREDICTS_ERROR
+    assert p.returncode == 6 and "ERROR: no data interface named" in p.stdout, p.stdout + p.stderr
     assert "hosts: 4 from --hosts node[01-04]: node[01-04]  (SSH)" in p.stdout, p.stdout
     assert "--profile auto picks local on these hosts (asked for their sysinfo)" in p.stdout, p.stdout
     assert "per host, on each of node[01-04]:" in p.stdout and "  version_parity " in p.stdout
@@ -533,3 +534,80 @@ def test_ctrl_c_during_a_probe_in_the_main_thread_stops_at_once(lab, tmp_path):
     assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"], out
     assert not _running(marker), "probe still running"
     assert not os.path.exists(res["hosts"]["lab1"]["workdir"])
+
+
+def test_calibrated_from_two_golden_runs_a_faulted_run_fails_and_its_rerun_completes_it(lab, tmp_path):
+    """Issue 45 items 4 and 5, on lab1 and lab2, the whole sheet each time. Two golden runs;
+    `signoff calibrate` of both sets each criterion's margin from their run-to-run spread (the
+    multi-node all-reduce's too) and says it. A third run under that profile with lab2's link
+    shaped to 500 Mbit/s (a real fault: tc; the lab's pair floor is 1 Gb/s) FAILs; `signoff run
+    --rerun` of it (~15 s where a whole sheet takes ~45-90 s here), no hosts or profile
+    named, measures only the checks that did not pass: still 1 while the link is shaped, 0 once it
+    is not, its results the whole sheet (the third run's, stamped with its run, and its own)."""
+    from test_network_lab import shaped
+
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
+        h.name: {"data_iface": h.veth_host} for h in lab.hosts}), ["lab1", "lab2"])
+    # the lab's, with one all-reduce size on each host (26 -> 3 s), and the run-to-run tolerance of
+    # the figures local.yaml's baseline: lacks, as measured here (2026-12-05, lab[1-2] under other
+    # sessions' lab runs): two runs that agreed within 1 % (0.599, 0.605 GB/s) made a floor the next
+    # run's first attempt missed (0.289, then 0.63: unstable)
+    quick = tmp_path / "lab-quick.yaml"
+    quick.write_text(f"extends: {ROOT / 'tests/profiles/lab.yaml'}\n" + """\
+baseline:
+  criteria:
+    multinode_allreduce_busbw: 95%  # 0.138-0.605 GB/s over 4 healthy runs, spread 77 %
+    net_pair_bandwidth: 95%         # 4.45-12.1 Gb/s over 4 healthy runs, spread 63 %
+criteria:
+  allreduce_busbw: {min: 0.05, unit: GB/s, size: 1M, sweep: [1M, 1M], source: as quick.yaml}
+  # not what this test is about, and below what a healthy 2-host run read here beside other
+  # sessions' lab runs (reduce-scatter 0.038 GB/s against lab.yaml's 0.04, 2026-12-05)
+  multinode_reduce_scatter_busbw: &low {min: 0.01, unit: GB/s, source: "provisional: below it"}
+  multinode_allgather_busbw: *low
+  multinode_sendrecv_busbw: *low
+  multinode_alltoall_busbw: *low
+  rail_alltoall_busbw: *low
+""")
+    golden = []
+    for name in ("a", "b"):
+        rc, res, out = accept(tmp_path / name, "--inventory", str(inv), "--profile", str(quick))
+        assert rc == 0 and not res["meta"]["partial"], out[-3000:]
+        golden.append(tmp_path / name / "report")
+    site = tmp_path / "site.yaml"
+    p = subprocess.run([sys.executable, "-m", "signoff", "calibrate", *map(str, golden), "--out", str(site)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    import yaml
+    crit = yaml.safe_load(site.read_text())["criteria"]
+    runs = [load_results(g)["meta"]["run"] for g in golden]
+    multi = crit["multinode_allreduce_busbw"]
+    assert all(f"{r} (" in multi["source"] for r in runs), multi  # both runs named
+    said = next(ln for ln in p.stdout.splitlines() if ln.strip().startswith("multinode_allreduce_busbw:"))
+    assert "run-to-run spread" in multi["source"] and "over 2 runs" in said, p.stdout
+
+    with shaped(lab, {"lab2": "500mbit"}):
+        rc, third, out = accept(tmp_path / "c", "--inventory", str(inv), "--profile", str(site))
+        assert rc == 1 and not third["meta"]["partial"], out[-3000:]
+        failed = {r["test"] for r in third["results"] if r["status"] in ("FAIL", "ERROR", "NOT RUN")}
+        assert "acceptance/test_network.py::test_net_pair_bandwidth[lab2->lab1]" in failed, failed
+        rc, still, out = rerun(tmp_path / "c" / "report", tmp_path / "still")
+        assert rc == 1 and still["verdict"] == "FAIL" and not still["meta"]["partial"], out[-3000:]
+    rc, fixed, out = rerun(tmp_path / "c" / "report", tmp_path / "fixed")
+    assert rc == 0 and fixed["verdict"] == "PASS" and not fixed["meta"]["partial"], out[-3000:]
+    mine = fixed["meta"]["run"]
+    again = {r["test"] for r in fixed["results"] if r["run"] == mine}
+    assert again == failed, (again, failed)  # only what did not pass was measured again
+    keys = {(r["criterion"], r["host"]) for r in fixed["results"]}
+    assert keys == {(r["criterion"], r["host"]) for r in third["results"]}  # the whole sheet
+    assert {r["run"] for r in fixed["results"] if r["test"] not in failed} == {third["meta"]["run"]}
+    assert Path(fixed["meta"]["profile_path"]) == site.resolve() and "lab[1-2]" in fixed["meta"]["inventory"]
+    line = f"results carried from run {third['meta']['run']}: {len(keys) - len(failed)} ("
+    assert line in out and line in (tmp_path / "fixed" / "report.md").read_text(), out[-3000:]
+
+
+def rerun(earlier: Path, rd: Path) -> tuple[int, dict, str]:
+    """`signoff run --rerun earlier` as typed: no hosts, inventory or profile (the earlier run's)."""
+    p = subprocess.run([sys.executable, "-m", "signoff", "run", "--rerun", str(earlier), "--report-dir",
+                        str(rd), "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    return p.returncode, load_results(rd / "results.json"), p.stdout + p.stderr

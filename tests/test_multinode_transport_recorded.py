@@ -153,6 +153,18 @@ def test_nccl_sockets_on_local_must_be_the_data_interface():
         "n: NCCL's sockets (ranks 15->6) on enp1s0, not the data interface eth9"]
 
 
+def test_a_profile_may_set_the_training_steps_own_transport_and_a_wrong_one_is_refused(tmp_path):
+    """train_transport defaults to the class's multinode_transport (the check reads it); a site
+    profile may set the step's own, of the same values."""
+    p = tmp_path / "p.yaml"
+    p.write_text("extends: local\ncriteria:\n  train_transport: {equals: NET, unit: x, source: y}\n")
+    assert profiles.load(str(p)).criteria["train_transport"].value == "NET"
+    assert "train_transport" not in profiles.load("local").criteria
+    p.write_text("extends: local\ncriteria:\n  train_transport: {equals: IB, unit: x, source: y}\n")
+    with pytest.raises(InputError, match="train_transport.equals: expected one of NET, MNNVL, data_iface"):
+        profiles.load(str(p))
+
+
 @pytest.mark.parametrize("spec, said", [
     ("{equals: IB, unit: x, source: y}", "expected one of NET, MNNVL, data_iface, got 'IB'"),
     ("{equals: NET, without_mnnvl: NET, unit: x, source: y}", "only beside equals: MNNVL"),
@@ -163,3 +175,52 @@ def test_a_wrong_transport_threshold_is_refused(tmp_path, spec, said):
     p.write_text(f"extends: local\ncriteria:\n  multinode_transport: {spec}\n")
     with pytest.raises(InputError, match=said):
         profiles.load(str(p))
+
+
+# ------------------------------------------------------------------ the training step across nodes
+
+
+def nodes(cls: str, text: str, names=("node1", "node2")) -> dict[str, dict]:
+    """Recorded hosts of class `cls` (tests/test_classes_recorded.py's record), each answering
+    the training step across nodes with the document probe_train prints there: its NCCL channel
+    lines parsed from `text` (published log text: the lines of ranks whose node printed them, the
+    same on every node here), an address on eth0 for the step's rendezvous."""
+    from test_classes_recorded import measurements, recorded, sysinfo
+    one, two = recorded()
+    step = measurements(cls, sysinfo(cls, one), one, two)["train"]
+    transports, net, kept = probe.parse_nccl_log(text.splitlines())
+    out = {}
+    for k, name in enumerate(names):
+        eth = {"name": "eth0", "addresses": [f"10.0.0.{k + 1}"], "operstate": "up", "speed_mbps": 100000}
+        out[name] = {"train": {**step, "nnodes": len(names), "node_rank": k, "transports": transports,
+                               "nccl_net": net, "nccl_log": kept},
+                     "netinfo": {"probe": "netinfo", "ethernet": [eth], "infiniband": [],
+                                 "tools": {"iperf3": False, "ib_write_bw": False}}}
+    return out
+
+
+def test_recorded_h100_training_step_over_nccl_sockets_fails_naming_the_transport(tmp_path):
+    """Two recorded HGX H100 nodes (no GPU here) under --profile auto: the training step across
+    them runs its gradient all-reduce over NCCL's sockets (NVIDIA/nccl issue 952's log, NCCL
+    finding no IB device): train_transport FAILs naming NET/Socket, the ranks and the network NCCL
+    loaded; over the IB plugin (NVIDIA/nccl issue 1814's IBext_v8 line) it PASSes."""
+    from test_fabric import recorded_run
+
+    def run(name: str, text: str):
+        (tmp_path / name).mkdir()
+        docs = nodes("h100-8x-nvlink", text)
+        return recorded_run(tmp_path / name, "h100-8x-nvlink", dict.fromkeys(docs, {}), probes=docs,
+                            checks="train_transport", sheet="acceptance/test_training.py", data_iface="eth0")
+    rc, doc, out = run("socket", SOCKET_8x2 + SOCKET_IFACE)
+    assert doc["meta"]["profile"] == "h100-8x-nvlink", out
+    r = {(x["criterion"], x["host"]): x for x in doc["results"]}[("train_transport", "all hosts")]
+    assert r["status"] == "FAIL", r
+    for h in ("node1", "node2"):
+        assert f"{h}: NET/Socket between nodes, ranks 15->6 (NCCL loaded network Socket)" in r["message"], r
+    assert "expected the training step across nodes: NCCL's network plugin over RDMA" in r["message"]
+    assert "likely cause: NCCL found no RDMA device or plugin it could use" in r["message"]
+    assert r["measured"] == "NET/Socket" and rc == 1
+    rc, doc, out = run("ib", OLD.splitlines()[-1])
+    r = {(x["criterion"], x["host"]): x for x in doc["results"]}[("train_transport", "all hosts")]
+    assert r["status"] == "PASS" and r["measured"] == "NET/IBext_v8", r
+    assert r["details"]["used"]["node1"] == {"NET/IBext_v8": [[47, 39]]}, r

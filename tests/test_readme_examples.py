@@ -1,7 +1,9 @@
-"""The README's inventory and CI recipes are files of the repository (examples/), quoted
-verbatim, and they work: the inventory loads with signoff's own loader, and each CI step
-passes only inputs its action declares, under the permissions it needs, with no pip install
-into a runner's system Python (issue 31 items 1 and 8)."""
+"""The docs' inventory and CI recipes (docs/hosts.md, docs/ci.md: the README's reference pages
+since issue 45) are files of the repository (examples/), quoted verbatim, and they work: the
+inventory loads with signoff's own loader, and each CI step passes only inputs its action
+declares, under the permissions it needs, with no pip install into a runner's system Python,
+in the README or any page of docs/ (issue 31 items 1 and 8). tests/test_docs.py runs every
+other command they show."""
 
 from __future__ import annotations
 
@@ -17,10 +19,11 @@ from signoff.inventory import HOST_KEYS, TOP_KEYS, Host, load
 from signoff.transport import SSHTransport
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 INVENTORY = "examples/cluster.yaml"
 GITHUB = "examples/ci/github-actions.yml"
 GITLAB = "examples/ci/gitlab-ci.yml"
+QUOTED_IN = {INVENTORY: "docs/hosts.md", GITHUB: "docs/ci.md", GITLAB: "docs/ci.md"}  # the page quoting each
 
 # Each action's `inputs:` in its action.yml at the major tag the recipe pins, read from the
 # action's repository (commit the tag pointed to when read):
@@ -64,11 +67,12 @@ ACTION_PERMISSIONS = {
 LEVEL = {"none": 0, "read": 1, "write": 2}
 
 
-def readme_block(path: str) -> str:
-    """The first fenced block after the README's first mention of `path`."""
-    at = README.index(f"`{path}`")
-    m = re.compile(r"^```[a-z]*\n(.*?)^```$", re.S | re.M).search(README, at)
-    assert m, f"README: no code block after `{path}`"
+def quoted_block(path: str) -> str:
+    """The first fenced block after the first mention of `path` on the page that quotes it."""
+    page = (ROOT / QUOTED_IN[path]).read_text()
+    at = page.index(f"`{path}`")
+    m = re.compile(r"^```[a-z]*\n(.*?)^```$", re.S | re.M).search(page, at)
+    assert m, f"{QUOTED_IN[path]}: no code block after `{path}`"
     return m.group(1)
 
 
@@ -77,8 +81,8 @@ def code_blocks(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("path", [INVENTORY, GITHUB, GITLAB])
-def test_readme_quotes_the_file(path):
-    assert readme_block(path) == (ROOT / path).read_text()
+def test_docs_quote_the_file(path):
+    assert quoted_block(path) == (ROOT / path).read_text()
 
 
 def test_example_inventory_loads_with_every_key():
@@ -144,8 +148,10 @@ BARE_PIP = re.compile(r"(?:^|[\s;&|(-])(?:pip3?|python3? -m pip) install")
 
 def test_no_pip_install_into_a_system_python():
     """PEP 668: Debian's and Ubuntu's python3 refuse `pip install` (externally managed); a
-    venv's own pip (`.venv/bin/pip`) is the way, in the recipes and everywhere in the README."""
-    for text in [(ROOT / GITHUB).read_text(), (ROOT / GITLAB).read_text(), *code_blocks(README)]:
+    venv's own pip (`.venv/bin/pip`) is the way, in the recipes, the README and every docs page."""
+    blocks = [b for page in PAGES for b in code_blocks(page.read_text())]
+    assert len(blocks) > 10
+    for text in [(ROOT / GITHUB).read_text(), (ROOT / GITLAB).read_text(), *blocks]:
         for line in commands(text):
             assert not BARE_PIP.search(line), line
     steps = github_recipe()["jobs"]["signoff"]["steps"]

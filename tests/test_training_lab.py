@@ -4,6 +4,8 @@ machine reaches, measured again before it FAILs; learning rate 0, a loader slowe
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,7 @@ def inv(lab, tmp_path):
     return inventory(lab, tmp_path)  # the step over nodes runs on each host's data_iface
 
 
-def test_step_per_host_and_over_nodes_passes(inv, tmp_path):
+def test_step_per_host_and_over_nodes_passes(lab, inv, tmp_path):
     rc, res, out = accept(tmp_path, "acceptance/test_training.py", "--inventory", str(inv),
                           "--profile", str(ROOT / "tests/profiles/lab.yaml"))
     assert rc == 0, out
@@ -52,6 +54,13 @@ def test_step_per_host_and_over_nodes_passes(inv, tmp_path):
     assert nodes["status"] == "PASS", nodes
     assert set(nodes["details"]["efficiency"]) == {"2"} and nodes["details"]["ranks_per_node"] == 1
     assert nodes["details"]["slowest_node"] in HOSTS
+    # the same step's transport (its run, cached): gloo's connections, read from each node's rank,
+    # leave by the inventory's data interface (network/route.py, as multinode_transport)
+    tr = r[("train_transport", "all hosts")]
+    assert tr["status"] == "PASS" and tr["measured"] == "gloo/TCP over the data interface", tr
+    for h in lab.hosts:
+        peers = [p.address for p in lab.hosts if p is not h]  # one connection to the other node
+        assert tr["details"]["used"][h.name] == {f"gloo/TCP over {h.veth_host}": peers}, tr
 
 
 def test_unreachable_minimum_lr_zero_and_slow_loader_fail(inv, tmp_path):
@@ -89,3 +98,37 @@ def test_unreachable_minimum_lr_zero_and_slow_loader_fail(inv, tmp_path):
     assert nodes["status"] == "FAIL" and nodes["measured"] == nodes["details"]["efficiency"]["2"], nodes
     slow = nodes["details"]["slowest_node"]
     assert f"slowest node {slow}" in nodes["message"] and "expected >= 100 x linear" in nodes["message"]
+
+
+def test_step_routed_off_the_data_interface_fails_its_transport_naming_host_and_interface(lab, tmp_path):
+    """The data interface (dat0, a veth pair inside each host) holds the address gloo binds, but
+    /32 routes send the traffic to the peer's data address out the lab's veth (as
+    test_network_lab's all-reduce negative): the step across nodes runs, and train_transport FAILs
+    naming each host, the interface its connection left by and the data interface."""
+    data = {h.name: f"198.18.{lab.hosts.index(h)}.1" for h in lab.hosts}  # RFC 2544 test range
+    try:
+        for h in lab.hosts:
+            ns = ["ip", "-n", h.netns]
+            subprocess.run([*ns, "link", "add", "dat0", "type", "veth", "peer", "name", "dat0p"], check=True)
+            subprocess.run([*ns, "addr", "add", f"{data[h.name]}/32", "dev", "dat0"], check=True)
+            for end in ("dat0", "dat0p"):
+                subprocess.run([*ns, "link", "set", end, "up"], check=True)
+            for p in (p for p in lab.hosts if p is not h):
+                subprocess.run([*ns, "route", "add", f"{data[p.name]}/32", "dev", h.veth_host], check=True)
+        inv = inventory(lab, tmp_path, **{h.name: {"data_iface": "dat0"} for h in lab.hosts})
+        rc, res, out = accept(tmp_path, "acceptance/test_training.py", "-k", "train_transport",
+                              "--inventory", str(inv), "--profile", str(ROOT / "tests/profiles/lab.yaml"))
+    finally:
+        for h in lab.hosts:  # the module's other tests use the veths alone
+            subprocess.run(["ip", "-n", h.netns, "link", "del", "dat0"], check=False, capture_output=True)
+            for p in lab.hosts:
+                subprocess.run(["ip", "-n", h.netns, "route", "del", f"{data[p.name]}/32"], check=False,
+                               capture_output=True)
+    assert rc != 0, out
+    m = by_key(res)[("train_transport", "all hosts")]
+    assert m["status"] == "FAIL", (m["message"], m.get("details"))
+    for h in lab.hosts:
+        assert re.search(rf"{h.name}: gloo's connection to \S+ leaves by {h.veth_host}"
+                         rf"( \(its address \S+ is \S+'s\))?, not the data interface dat0", m["message"]), m
+    assert "expected the training step across nodes: the inventory's data interface" in m["message"], m
+    assert "a route sends the traffic" in m["message"], m["message"]

@@ -1,21 +1,28 @@
-"""A new user's walk-through (issue 31): `pip install` into a fresh venv outside the clone, the
-README's inventory example (examples/cluster.yaml) adapted to 4 lab hosts with a shared dataset
-directory and a data interface each, `signoff plan`, then `signoff run` of the whole sheet. No
-check may ERROR for a setting the README did not show, and the plan's preflight warns of every
-check the run then ERRORs, or finds N.A. for another cause than the hardware (no GPU here).
-It is also the suite's one run of the whole sheet on matching lab hosts (it replaced
-test_lab_acceptance.py's test_matching_hosts_pass: issue 30, the suite's time)."""
+"""A new user's walk-through (issues 31 and 45): the README's quickstart followed literally on 4
+lab hosts. A copy of the clone (a git checkout of this tree), installed as `make accept` installs
+it, editable into its own .venv; the README's inventory example (examples/cluster.yaml) adapted to
+the lab hosts with a shared dataset directory and a data interface each; then, in the clone,
+`.venv/bin/signoff plan --inventory cluster.yaml` and `.venv/bin/signoff run --inventory
+cluster.yaml` of the whole sheet, with no other setting (no --profile: auto picks `local`, no
+site profile). No check may ERROR for a setting the README did not show, the plan's preflight
+warns of every check the run then ERRORs, or finds N.A. for another cause than the hardware (no
+GPU here), and the report names the clone's commit (item 2: one program). It is also the
+suite's one run of the whole sheet on matching lab hosts (it replaced test_lab_acceptance.py's
+test_matching_hosts_pass: issue 30, the suite's time); its wall time is bench/'s to measure,
+not asserted here."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 import yaml
 from lab import Lab
-from test_command import installed, signoff
+from test_command import copy_of_the_clone, signoff
 from test_network_lab import shaped, speed_sysfs
 
 from signoff import hostlist, inventory
@@ -31,20 +38,9 @@ pytestmark = [pytest.mark.lab, pytest.mark.install]  # root + sshd (tests/confte
 # the multi-node all-reduce took 2-3 attempts (62 s of a 160 s run); at 500 Mb/s 0.93-0.96 at the
 # first (measured here, alone and beside tests/test_network_lab.py).
 RATE_MBPS = 500
-# A site profile as the README's "How long to soak" shows one (`extends` a shipped profile):
-# local's multi-node all-reduce sweeps to 1 GiB, which on gloo over 4 lab hosts on 2 cores took
-# 597 s of a 692 s run (measured here; its busbw peaked at 64 MiB): issue 30's budget cannot hold
-# it. Over these links busbw is flat from 1 MiB up (1 Gb/s: 0.115-0.119 GB/s from 1 to 32 MiB,
-# measured here), and a sweep to 32 MiB still took 62 s of a 138 s run: 4 MiB is 0.1 s an
-# all-reduce at 500 Mb/s; everything else is local's.
-SITE = """extends: local
-description: the lab walk-through (local, a shorter multi-node all-reduce sweep)
-criteria:
-  multinode_allreduce_busbw: {size: 4M, sweep: [1M, 4M]}
-"""
 HARDWARE_NA = r"N\.A\.: {h}( has no NVIDIA GPU \(.*\) and profile \S+ needs none| runs the all-reduce " \
               r"on gloo \(no GPU\): NCCL transport does not apply|: profile \S+'s class has no multi-node " \
-              r"NVLink domain \(hardware\.nvlink_domain unset\))$"
+              r"NVLink domain \(hardware\.nvlink_domain unset\)(: no all-reduce over MNNVL)?)$"
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +50,27 @@ def lab(tmp_path_factory):
             yield lab
 
 
-def adapted_inventory(lab, tmp_path: Path) -> Path:
+def editable(clone: Path) -> Path:
+    """A copy of this tree at `clone`, committed as a git checkout, and `make accept`'s install of
+    it: `pip install -e .` into clone/.venv. No download: the venv reaches this venv's packages
+    through a .pth file, pip builds without isolation and installs no deps. Returns the venv."""
+    copy_of_the_clone(clone)
+    for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q",
+                                                 "-m", "the clone"]):
+        subprocess.run(["git", "-C", str(clone), *git], check=True, capture_output=True)
+    venv = clone / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = subprocess.run([venv / "bin/python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"
+                           ], capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    p = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin/python"), "install", "-q",
+                        "--no-deps", "--no-build-isolation", "--no-index", "-e", str(clone)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return venv
+
+
+def adapted_inventory(lab, tmp_path: Path, rate_mbps: int = RATE_MBPS) -> Path:
     """examples/cluster.yaml as a user adapts it: every key it sets kept, each value the lab's;
     known_hosts uncommented (the lab's host keys); the hosts its own. Each lab host has its own
     address (no DNS for lab1..4) and veth name, so a line each, as the example's gpu016 line."""
@@ -63,7 +79,7 @@ def adapted_inventory(lab, tmp_path: Path) -> Path:
     datasets.mkdir()
     sysfs = tmp_path / "sysfs"  # one FAKE sysfs holding every host's veth: one env for all
     for h in lab.hosts:
-        speed_sysfs(sysfs, h.veth_host, RATE_MBPS)
+        speed_sysfs(sysfs, h.veth_host, rate_mbps)
         # only the rate is fake: the counters error_counters watches are the veth's own (each
         # host reads the link in its namespace's /sys; without them that check ERRORs)
         for real in ("statistics", "carrier_changes"):
@@ -103,21 +119,22 @@ def warnings(out: str) -> list[tuple[list[str], list[str], str]]:
 
 
 def test_new_user_walkthrough(lab, tmp_path):
-    # 1. the install (README, Quickstart): a venv of its own, the command from a work dir
-    work = tmp_path / "work"
-    installed(tmp_path / "clone", work / "venv")
-    exe = (str(work / "venv/bin/signoff"),)
+    # 1. the install (README, Quickstart: `git clone`, `make accept`'s `pip install -e .`), the
+    # inventory copied from examples/cluster.yaml into the clone and adapted to the hosts
+    work = tmp_path / "signoff"
+    venv = editable(work)
+    exe = (str(venv / "bin/signoff"),)
     adapted_inventory(lab, work)  # work/cluster.yaml
-    (work / "site.yaml").write_text(SITE)
     names = [h.name for h in lab.hosts]
+    commit = subprocess.run(["git", "-C", str(work), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()
 
-    # 2. the plan: auto picks local for GPU-less hosts; the preflight of the README's inventory
-    p = signoff("plan", "--inventory", "cluster.yaml", "--profile", "auto", exe=exe, cwd=work)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "--profile auto picks local on these hosts (asked for their sysinfo)" in p.stdout, p.stdout
-    p = signoff("plan", "--inventory", "cluster.yaml", "--profile", "site.yaml", exe=exe, cwd=work)
+    # 2. the plan, as the README shows it: auto picks local for GPU-less hosts; the preflight of
+    # the README's inventory
+    p = signoff("plan", "--inventory", "cluster.yaml", exe=exe, cwd=work)
     assert p.returncode == 0, p.stdout + p.stderr
     plan = p.stdout
+    assert "--profile auto picks local on these hosts (asked for their sysinfo)" in plan, plan
     # every host's line: the training environment, the data interface at its (FAKE) rate, the
     # shared dataset directory, iperf3 for the pairs
     for h in lab.hosts:
@@ -130,16 +147,21 @@ def test_new_user_walkthrough(lab, tmp_path):
     # an interpreter without torch: each would be warned here and ERROR below)
     assert warned == [], plan
 
-    # 3. the run: the whole sheet, no -k/--only
-    p = signoff("run", "--inventory", "cluster.yaml", "--profile", "site.yaml", exe=exe, cwd=work,
-                timeout=900)
+    # 3. the run, as the README shows it: the whole sheet, no -k/--only, no --profile
+    p = signoff("run", "--inventory", "cluster.yaml", exe=exe, cwd=work, timeout=900)
     out = p.stdout + p.stderr
-    (report,) = (work / "reports").glob("2*")
+    (report,) = (work / "reports").glob("2*")  # the clone's reports/: the clone's code ran
     res = load_results(report / "results.json")
     recs = res["results"]
     assert {r["host"] for r in recs} - {"all hosts"} - {f"{a}->{b}" for a in names for b in names} \
         == set(names), out
-    assert res["meta"]["profile"] == str(work / "site.yaml") or res["meta"]["profile"] == "site", res["meta"]
+    assert res["meta"]["profile"] == "local", res["meta"]
+    # one program (item 2): the report names the clone's commit, in results.json, report.md and
+    # the cover of report.html alike
+    assert res["meta"]["suite_version"] == f"0.1.0 (git {commit})", res["meta"]["suite_version"]
+    said = f"signoff 0.1.0 (git {commit})"
+    assert said in (report / "report.md").read_text() and said in (report / "report.html").read_text()
+    print("\n".join(p.stdout.rstrip().splitlines()[-12:]))  # the README's tail of a good run
 
     # every ERROR was warned of by the plan, on its host; every warning came true
     def host_of(r):
@@ -165,10 +187,13 @@ def test_new_user_walkthrough(lab, tmp_path):
     # linear. Judged, with their figures, never an ERROR or N.A. (a pair above 1.05 x its line
     # rate ERRORs: the FAKE rate would be wrong).
     status = {(r["criterion"], r["host"]): r["status"] for r in recs}
-    # the all-to-all across the hosts and in its rail likewise: 0.83 x each rank's share of its link
-    noisy = {k: status.pop(k) for k in list(status)
-             if k[0] in ("net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes",
-                         "multinode_alltoall_busbw", "rail_alltoall_busbw")}
+    # the all-to-all across the hosts and in its rail likewise: 0.83 x each rank's share of its
+    # link, and the other collectives across nodes (their floors from the same link bound): beside
+    # other lab tests on 2 cores they measured 0.029 vs 0.046 (reduce-scatter), 0.041 vs 0.043 GB/s
+    node_bound = ("net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes",
+                  "multinode_alltoall_busbw", "rail_alltoall_busbw", "multinode_allgather_busbw",
+                  "multinode_reduce_scatter_busbw", "multinode_sendrecv_busbw")
+    noisy = {k: status.pop(k) for k in list(status) if k[0] in node_bound}
     assert {h for _, h in noisy} == {"lab1->lab2", "lab2->lab3", "lab3->lab4", "lab4->lab1", "all hosts"}
     assert set(noisy.values()) <= {"PASS", "FAIL"}, out
     assert set(status.values()) <= {"PASS", "N.A."}, [r for r in recs if r["status"] not in ("PASS", "N.A.")]

@@ -168,3 +168,40 @@ def _peer(node: dict, names: dict[str, str]) -> str:
     host = node.get("host") or "?"
     name = node.get("hostName") or names.get(host)
     return f"{host} ({name})" if name and name != host else host
+
+
+def tray_domains(hosts: dict[str, list[dict]]) -> tuple[dict[tuple, list[str]], dict[str, str]]:
+    """The run's trays by NVLink domain (cluster UUID, clique id), each tray in the one all its
+    GPUs registered with: ({domain: [trays in run order]}, {tray: why it is in no one domain}).
+    nvlink_domain judges the membership itself; this is what an all-reduce over MNNVL can span."""
+    groups: dict[tuple, list[str]] = {}
+    outside = {}
+    for name, gpus in hosts.items():
+        keys = {membership(f) for f in gpus}
+        if not gpus or None in keys or len(keys) > 1:
+            why = "no GPU" if not gpus else next(
+                (f"GPU {i}: {gpu_fault(f) or unread(f) or 'no cluster UUID'}" for i, f in enumerate(gpus)
+                 if membership(f) is None), f"its GPUs in {len(keys)} NVLink domains")
+            outside[name] = why
+            continue
+        groups.setdefault(keys.pop(), []).append(name)
+    return groups, outside
+
+
+def over_mnnvl(docs: dict[str, dict]) -> dict:
+    """Whether a run's traffic between the trays of one domain took MNNVL, from each tray's record
+    of its transports (network/route.py: NCCL's channel lines, its communicator's MNNVL flag):
+    {"bad": a line per tray naming what it used instead (NET/IB between trays, MNNVL 0),
+    "measured": what was seen, "known": whether anything said it, "cause"}."""
+    from signoff.network import route
+    v = route.judge("MNNVL", docs, {}, True)
+    bad = list(v["bad"])
+    flags = {h: (d.get("nccl_net") or {}).get("mnnvl") or [] for h, d in docs.items()}
+    for host, f in flags.items():
+        if 0 in f and not any(b.startswith(f"{host}:") for b in bad):
+            bad.append(f"{host}: NCCL's communicator says MNNVL 0 (multi-node NVLink not enabled)")
+    seen = v["measured"] if v["used"] else ""
+    if not seen and any(1 in f for f in flags.values()):  # NVLS runs print no P2P channel lines
+        seen = "MNNVL (NCCL's communicator: MNNVL 1)"
+    return {"bad": bad, "measured": seen or "not recorded", "known": bool(seen or bad),
+            "used": v["used"], "cause": v["cause"]}

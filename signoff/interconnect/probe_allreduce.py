@@ -134,6 +134,17 @@ def time_size(torch, dist, nbytes, args, dev, rank, world, use_graph):
     return float(t[0]), t[1].item() == 0.0
 
 
+REACHED = [False]  # set in each node's first rank: it says every size it finished (reached())
+
+
+def reached(op, nbytes):
+    """A line on stdout per size finished (one rank per node says it): the controller streams
+    it as the sweep's progress, and names the last one when the sweep overruns its timeout."""
+    if REACHED[0]:
+        sys.stdout.write("signoff-event reached %s %d\n" % (op, nbytes))
+        sys.stdout.flush()
+
+
 def bus_factor(op, n):
     """nccl-tests' busbw / algbw (doc/PERFORMANCE.md; src/sendrecv.cu: factor 1)."""
     if op == "allreduce":
@@ -197,8 +208,9 @@ def op_case(torch, dist, op, nbytes, dev, group, ranks):
             return bool((out == (me - 1) % n + 1).all())
     else:
         raise ValueError("unknown op %r" % op)
-    if os.environ.get("SIGNOFF_WRONG_OP") == op and me == n - 1:
-        # tests: the last rank's output off by one after every run, as a corrupting link would leave it
+    if os.environ.get("SIGNOFF_WRONG_OP") == op:
+        # tests: this process's ranks (a host's, where only its probe has it set) leave their output
+        # off by one after every run, as a corrupting link or NIC would
         exact = run
 
         def run():
@@ -208,8 +220,9 @@ def op_case(torch, dist, op, nbytes, dev, group, ranks):
 
 
 def time_op(torch, dist, case, args, dev, group, use_graph):
-    """Seconds per run of `case` (op_case), median over repeats, max over the group's ranks, and
-    whether every rank's output was exact (before the timing, and after the graph's replay)."""
+    """Seconds per run of `case` (op_case), median over repeats, max over the group's ranks,
+    whether every rank's output was exact (before the timing, and after the graph's replay), and
+    the group ranks whose output was not (so the controller names their host)."""
     run, check, _ = case
     run()
     ok = check()
@@ -252,11 +265,14 @@ def time_op(torch, dist, case, args, dev, group, use_graph):
             for _ in range(args.iters):
                 run()
             times.append((time.perf_counter() - t0) / args.iters)
-    t = torch.tensor([median(times), 0.0 if ok else 1.0], dtype=torch.float64,
-                     device=dev if dev.type == "cuda" else "cpu")
+    n, me = dist.get_world_size(group), dist.get_rank(group)
+    t = torch.zeros(2 + n, dtype=torch.float64, device=dev if dev.type == "cuda" else "cpu")
+    t[0], t[1] = median(times), 0.0 if ok else 1.0
+    t[2 + me] = t[1]  # this rank's own verdict: its slot, every other rank's zero
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     del graph
-    return float(t[0]), t[1].item() == 0.0
+    flags = t.tolist()
+    return flags[0], flags[1] == 0.0, [i for i in range(n) if flags[2 + i]]
 
 
 def sweep_op(torch, dist, op, args, dev, group, ranks, use_graph):
@@ -269,15 +285,18 @@ def sweep_op(torch, dist, op, args, dev, group, ranks, use_graph):
             if case is None:  # fewer bytes than ranks x 4: nothing to send
                 continue
             try:
-                t, ok = time_op(torch, dist, case, args, dev, group, use_graph)
+                t, ok, bad = time_op(torch, dist, case, args, dev, group, use_graph)
             except RuntimeError:
                 if not use_graph:
                     raise
                 use_graph = False  # capture unsupported for this op: eager, and said (graphs)
-                t, ok = time_op(torch, dist, case, args, dev, group, use_graph)
+                t, ok, bad = time_op(torch, dist, case, args, dev, group, use_graph)
             algbw = case[2] / t / 1e9
             rows.append({"bytes": nbytes, "time_us": round(t * 1e6, 3), "algbw": round(algbw, 3),
-                         "busbw": round(algbw * bus_factor(op, len(ranks)), 3), "correct": ok})
+                         "busbw": round(algbw * bus_factor(op, len(ranks)), 3), "correct": ok,
+                         # the global ranks whose output was wrong: their host is named
+                         **({"wrong_ranks": [ranks[i] for i in bad]} if bad else {})})
+            reached(op, nbytes)
             del case
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
@@ -294,7 +313,11 @@ def other_ops(torch, dist, args, dev, rank, world, local_rank, local_world, use_
     out = {}
     every = list(range(world))
     for op in [o for o in args.op if o != "allreduce"]:
-        rows, graphs, err = sweep_op(torch, dist, op, args, dev, None, every, use_graph)
+        # --op-size: this op at the size judged alone, not swept (a rail-split op keeps the sweep)
+        at = args.op_size and op not in args.rail_split
+        one = argparse.Namespace(**{**vars(args), "min_bytes": args.op_size, "max_bytes": args.op_size}) \
+            if at else args
+        rows, graphs, err = sweep_op(torch, dist, op, one, dev, None, every, use_graph)
         out.setdefault("ops", {})[op] = rows
         out.setdefault("op_graphs", {})[op] = graphs
         if err:
@@ -346,6 +369,7 @@ def worker(local_rank, local_world, args, port, out_path):
     dist.init_process_group(args.backend, store=store, rank=rank, world_size=world,
                             timeout=timeout, **kw)
     sys.stderr.write("signoff-event joined rank %d\n" % rank)  # who reached the rendezvous
+    REACHED[0] = local_rank == 0
     rows, use_graph = [], cuda and not args.no_graph
     try:
         for nbytes in sizes(args.min_bytes, args.max_bytes, args.factor) if "allreduce" in args.op else ():
@@ -360,6 +384,7 @@ def worker(local_rank, local_world, args, port, out_path):
             rows.append({"bytes": nbytes, "time_us": round(t * 1e6, 3),
                          "algbw": round(algbw, 3),
                          "busbw": round(algbw * 2 * (world - 1) / world, 3), "correct": ok})
+            reached("allreduce", nbytes)
         more = other_ops(torch, dist, args, dev, rank, world, local_rank, local_world,
                          cuda and not args.no_graph)
         if local_rank == 0:
@@ -367,6 +392,8 @@ def worker(local_rank, local_world, args, port, out_path):
             links = {"links": gloo_links(port)} if not cuda and args.nnodes > 1 else {}
             with open(out_path, "w") as f:
                 json.dump({"rows": rows, "graphs": use_graph, **links, **more}, f)
+        if not cuda and args.nnodes > 1:  # every rank: no node closes its connections before every
+            dist.barrier()  # node read its own (a peer's closed one is no longer ESTABLISHED)
     finally:
         dist.destroy_process_group()
 
@@ -517,6 +544,9 @@ def main():
     ap.add_argument("--rail-split", type=ops_list, default=[],
                     help="across nodes: these collectives again inside each rail (the ranks of one "
                          "local index on every node: nccl-tests' NCCL_TESTS_SPLIT=\"MOD <ranks per node>\")")
+    ap.add_argument("--op-size", type=parse_size, default=0,
+                    help="the --op collectives besides the all-reduce (and those of --rail-split) at this "
+                         "one size, not over the sweep: across nodes, the size judged")
     ap.add_argument("--slurm", action="store_true",
                     help="this process is one rank: a task of an srun step (SLURM_PROCID, SLURM_LOCALID, "
                          "SLURM_NTASKS, SLURM_NNODES, SLURM_NODEID); the store on task 0")

@@ -26,6 +26,13 @@ CRITERIA = {
     # nic_bound: a fraction of the lowest node's NIC share per rank x N/(N-1) x (n-1)/n (judge.py)
     "multinode_alltoall_busbw": {"type": "number", "derived": {"nic_bound": "x NIC bound"}},
     "rail_alltoall_busbw": {"type": "number", "derived": {"nic_bound": "x NIC bound"}},
+    # all-gather and reduce-scatter over every rank in the same run, judged at its size; derived
+    # node_bound: the multi-node all-reduce's rule (their ring crosses the same NICs, busbw alike)
+    "multinode_allgather_busbw": {"type": "number", "derived": {"node_bound": "x node bound"}},
+    "multinode_reduce_scatter_busbw": {"type": "number", "derived": {"node_bound": "x node bound"}},
+    # send/recv around the ring of every rank: one rank's buffer crosses each node boundary; derived
+    # nic_share: a fraction of the lowest node's NIC share per rank (NICs x rate / 8 / its ranks)
+    "multinode_sendrecv_busbw": {"type": "number", "derived": {"nic_share": "x NIC share"}},
     # which transport the multi-node all-reduce's traffic between nodes took (route.py): NET (NCCL's
     # network plugin over RDMA: IB, RoCE, EFA; never NET/Socket), MNNVL (P2P over a multi-node NVLink
     # domain; `without_mnnvl`: what a second run with MNNVL and NVLS off must use), or data_iface
@@ -72,6 +79,12 @@ def estimate(config, prof, picked, pairs) -> list[str]:
     return [f"host pairs: {len(pairs)} pairs in {n} rounds of {dur} s: {n * dur} s"]
 
 
+def timing(config, prof, picked, inventory, facts) -> tuple[list[str], list[tuple]]:
+    """`signoff plan`: the multi-node collectives' run against --collective-timeout (network/plan.py)."""
+    from signoff.network import plan
+    return plan.timing(config, prof, picked, inventory, facts)
+
+
 def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     """The data interface and its line rate, the host pairs' tool (the fallback that serves);
     warned: the checks that ERROR or are N.A. for want of a usable data interface, with their
@@ -100,7 +113,10 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
         tool, missing = judge.pair_tool({host.name: tools}, {host.name: rdma}, t.extra.get("tool", "auto"))
         said.append(f"host pairs: {tool}" + (f" (not installed here: {tool})" if missing else "")
                     + (" (no ib_write_bw or RDMA port, no iperf3)" if tool == "builtin" else ""))
-    warned = []
+    # a tool the profile names and the host lacks: its pairs ERROR (Network.tool's words)
+    warned = [f"net_pair_bandwidth ERROR on its pairs: {tool} is not installed here (the profile's "
+              f"net_pair_bandwidth.tool)"] if ctx.checks("net_pair_bandwidth") and t and ctx.hosts > 1 \
+        and missing else []
     rdma_fabric = judge.ib_fabric(ctx.profile)
     if not iface and ctx.hosts == 1:
         if ctx.checks("nic_link") and not rdma_fabric:  # test_nic_link's own condition

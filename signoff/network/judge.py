@@ -410,3 +410,56 @@ def rail_figures(doc: dict, nbytes: int) -> dict[str, float | None]:
     """Each rail's all-to-all busbw at `nbytes` (the doc's rails), by local index."""
     rails = ((doc.get("rails") or {}).get("alltoall") or {}).items()
     return {r: at_size(rows, nbytes) for r, rows in sorted(rails, key=lambda kv: int(kv[0]))}
+
+
+# --- the other collectives across nodes (probe_allreduce --op allgather,reduce_scatter,sendrecv) ---
+
+
+def nic_share_threshold(t, nics: dict[str, dict], local_ranks: int, what: str):
+    """multinode_sendrecv_busbw by rule nic_share: t.value x the lowest node's NIC share per rank
+    (its NICs' rate / 8 / local_ranks, GB/s; nics: name -> node_nics()): around the ring one rank's
+    whole buffer crosses each node boundary, through its share of that node's NICs, and nccl-tests'
+    send/recv busbw is its algbw (factor 1). A node without a NIC rate: ProbeError naming it."""
+    none = [h for h, x in nics.items() if not x.get("gbps")]
+    if none:
+        raise ProbeError(f"{', '.join(none)}: no NIC rate reported (sysfs) for the {what}'s nic_share rule: "
+                         f"{'; '.join(nics[h]['what'] for h in none)}")
+    low = min(nics, key=lambda h: nics[h]["gbps"])
+    value = round(nics[low]["gbps"] / 8 / max(local_ranks, 1), 3)
+    rule = (f"derived: {t.value:g} x {value:g} GB/s, the lowest node's NIC share per rank ({low}: "
+            f"{nics[low]['what']} / 8 / {local_ranks} rank(s))")
+    return replace(t, value=round(t.value * value, 3), unit="GB/s", source=f"{rule}; {t.source}")
+
+
+def wrong_across(doc: dict, hosts: dict[str, dict], names: dict[str, str]) -> list[str]:
+    """Every collective's size across nodes whose output was not exact (the doc's `ops` and each
+    rail's), naming the hosts of the ranks whose output was wrong (rows' wrong_ranks: rank //
+    local_ranks is the node; hosts: name -> its document's node_rank, local_ranks, as summarise()
+    keeps them), e.g. `wrong all-gather at 1M on lab2 (rank 1)`; names: op -> what a check calls it."""
+    from signoff.units import human_bytes
+    node = {h.get("node_rank"): n for n, h in hosts.items()}
+    per = next((h.get("local_ranks") for h in hosts.values() if h.get("local_ranks")), 1)
+
+    def whose(r):
+        who: dict[str, list[str]] = {}
+        for k in r.get("wrong_ranks") or []:
+            who.setdefault(node.get(k // per, f"node {k // per}"), []).append(str(k))
+        if not who:
+            return " (which rank's output: not said by the probe)"
+        return "".join(f" on {h} (rank{'s' if len(ks) > 1 else ''} {', '.join(ks)})" for h, ks in who.items())
+    out = [f"wrong {names.get(op, op)} at {human_bytes(r['bytes'])}{whose(r)}"
+           for op, rows in sorted((doc.get("ops") or {}).items()) for r in rows if not r["correct"]]
+    out += [f"wrong {names.get(op, op)} at {human_bytes(r['bytes'])} in rail {rail}{whose(r)}"
+            for op, rails in sorted((doc.get("rails") or {}).items())
+            for rail, rows in sorted(rails.items(), key=lambda kv: int(kv[0]))
+            for r in rows if not r["correct"]]
+    return out
+
+
+def wrong_hosts(doc: dict, hosts: dict[str, dict]) -> list[str]:
+    """The hosts of every rank whose output was wrong in the run (wrong_across's), sorted."""
+    per = next((h.get("local_ranks") for h in hosts.values() if h.get("local_ranks")), 1)
+    node = {h.get("node_rank"): n for n, h in hosts.items()}
+    rows = [r for rs in (doc.get("ops") or {}).values() for r in rs]
+    rows += [r for rails in (doc.get("rails") or {}).values() for rs in rails.values() for r in rs]
+    return sorted({node.get(k // per, f"node {k // per}") for r in rows for k in r.get("wrong_ranks") or []})

@@ -132,24 +132,34 @@ def node_bounds(fleet, network: Network, measure, names: list[str]) -> dict[str,
 
 # the checks of the collectives beyond all-reduce across nodes (acceptance/test_network.py)
 ALLTOALL_TESTS = ("test_multinode_alltoall_busbw", "test_rail_alltoall_busbw",
-                  "test_multinode_collectives_correct")
-# Across nodes, the issue's two runs: the all-to-all over every rank, and inside each rail; the other
-# collectives are swept inside each node (signoff/interconnect), where they cost no network time
-MULTINODE_OPS = ("--op", "allreduce,alltoall", "--rail-split", "alltoall")
-PAIR_OPS = MULTINODE_OPS  # the bisection's 2-host runs: what names a slow host or link
+                  "test_multinode_allgather_busbw", "test_multinode_reduce_scatter_busbw",
+                  "test_multinode_sendrecv_busbw", "test_multinode_collectives_correct")
+# Across nodes, every collective over every rank after the all-reduce, in its rendezvous (issue 44:
+# "every collective inside and across hosts"), and the all-to-all again inside each rail. The
+# all-to-all is swept; all-gather, reduce-scatter and send/recv are measured at the size judged
+# alone (--op-size): over slow links each sweep costs as much as the all-reduce's own (gloo's
+# reduce-scatter twice that), and inside each node they are swept already (signoff/interconnect)
+MULTINODE_OPS = ("--op", "allreduce,allgather,reduce_scatter,alltoall,sendrecv", "--rail-split", "alltoall")
+# the bisection's 2-host runs (one size): the all-reduce and the all-to-all with its rails name a slow
+# host or link; the other collectives' misses are named by the pairs' all-reduce (the same ring)
+PAIR_OPS = ("--op", "allreduce,alltoall", "--rail-split", "alltoall")
 
 
-def multinode_ops(session) -> tuple[tuple, tuple]:
+def multinode_ops(session, profile=None) -> tuple[tuple, tuple]:
     """probe_allreduce's arguments that add the other collectives (and the all-to-all inside each
     rail) to every all-reduce across nodes, and to the bisection's 2-host runs, where one of their
     checks is selected: one rendezvous, one launch; the all-reduce's checks alone measure it alone."""
     picked = {getattr(i, "originalname", i.name) for i in session.items}
-    return (MULTINODE_OPS, PAIR_OPS) if picked & set(ALLTOALL_TESTS) else ((), ())
+    if not picked & set(ALLTOALL_TESTS):
+        return (), ()
+    t = profile.criteria.get("multinode_allreduce_busbw") if profile is not None else None
+    size = ("--op-size", str(t.extra["size"])) if t is not None and t.extra.get("size") else ()
+    return (*MULTINODE_OPS, *size), PAIR_OPS
 
 
 @pytest.fixture(scope="session")
-def network(request, pytestconfig, fleet) -> Network:
-    return Network(fleet, pytestconfig.getoption("net_port"), *multinode_ops(request.session))
+def network(request, pytestconfig, fleet, profile) -> Network:
+    return Network(fleet, pytestconfig.getoption("net_port"), *multinode_ops(request.session, profile))
 
 
 @pytest.fixture(scope="session")

@@ -57,7 +57,28 @@ def network_section(records: list[dict]) -> str:
                         for p, bw in bis["pairs"].items())
         out += (f"<p>Bisection (2-host all-reduce per ring pair): slow <b>{escape(named)}</b></p>"
                 f"<table class='so-table'><tr><th>pair</th><th>busbw GB/s</th></tr>{cells}</table>")
-    return out + collectives_figure(records)
+    return out + across_table(records) + collectives_figure(records)
+
+
+ACROSS = (("multinode_allgather_busbw", "all-gather"), ("multinode_reduce_scatter_busbw", "reduce-scatter"),
+          ("multinode_alltoall_busbw", "all-to-all"), ("rail_alltoall_busbw", "all-to-all, slowest rail"),
+          ("multinode_sendrecv_busbw", "send/recv"), ("multinode_collectives_correct", "exact"))
+
+
+def across_table(records: list[dict]) -> str:
+    """Each collective across nodes beside the all-reduce: its verdict and figure, one row each."""
+    got = {r["criterion"]: r for r in records if r["criterion"] in dict(ACROSS)}
+    if not got:
+        return ""
+    def figure(r):
+        m = r.get("measured")
+        return f"{readable(m)} {r.get('unit') or ''}" if isinstance(m, (int, float)) else (m or why(r))
+    rows = "".join(
+        f"<tr class='{status_class(r['status'])}'><td>{what}</td><td><b>{r['status']}</b></td>"
+        f"<td>{escape(figure(r))}</td><td>{escape(r.get('expected') or '')}</td></tr>"
+        for c, what in ACROSS if (r := got.get(c)))
+    return ("<p>Collectives across nodes (the multi-node all-reduce's run):</p><table class='so-table'><tr>"
+            f"<th>collective</th><th></th><th>measured</th><th>expected</th></tr>{rows}</table>")
 
 
 def collectives_figure(records: list[dict]) -> str:
@@ -146,12 +167,15 @@ def methodology(doc: dict, profile) -> list[dict]:
                     f"run again up to {attempts('multinode_allreduce_busbw')} attempts in all, the best "
                     "judged; still low, it is bisected by 2-host all-reduces per ring pair to name the "
                     "slow host or link"},
-            {"check": "multinode_alltoall_busbw, rail_alltoall_busbw, multinode_collectives_correct",
+            {"check": "multinode_allgather_busbw, multinode_reduce_scatter_busbw, multinode_alltoall_busbw, "
+                      "multinode_sendrecv_busbw, rail_alltoall_busbw, multinode_collectives_correct",
              "tool": "the multi-node all-reduce's probe run (probe_allreduce --op ... --rail-split alltoall)",
-             "how": "after the all-reduce, in the same rendezvous: the all-to-all over every rank, then "
+             "how": "after the all-reduce, in the same rendezvous: all-gather, reduce-scatter, all-to-all "
+                    "and send/recv over every rank (nccl-tests' sizes and busbw factors), then "
                     "the all-to-all inside each rail (the ranks of one "
                     "local index on every node, every rail at once: nccl-tests' "
                     "NCCL_TESTS_SPLIT=\"MOD <ranks per node>\"); judged at the all-reduce's size; below the "
                     "floor, the 2-host runs of the "
                     "all-reduce's bisection (which measure the same collectives) name the slow host or link, "
-                    "per rail; every output checked exactly"}]
+                    "per rail; every output checked exactly, a wrong one naming the host of each rank "
+                    "whose output was wrong"}]

@@ -3,8 +3,11 @@ the multi-node all-reduce and its bisection to the slow host or link."""
 
 from __future__ import annotations
 
+import re
+import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
+from signoff import hostlist
 from signoff.fleet import Fleet, HostSession, ProbeError, threads
 from signoff.network.judge import (
     PAIR_DURATION_S,
@@ -22,6 +25,12 @@ from signoff.network.judge import (
     suspects,
 )
 from signoff.transport import HostUnreachable
+from signoff.units import human_bytes
+
+# what probe_allreduce says on stdout after each size it finished (its reached())
+REACHED = re.compile(r"signoff-event reached (\w+) (\d+)$")
+LABELS = {"allreduce": "all-reduce", "train": "training step"}
+SAY_EVERY_S = 15  # a collective's progress line: at each size reached, else this often
 
 # what probe_allreduce --op / --rail-split add to the all-reduce's document
 OTHER_OPS = ("ops", "op_graphs", "op_errors", "rails", "rail_errors", "rails_of")
@@ -109,13 +118,18 @@ class Network:
                     t.extra.get("tool", "auto"))
             tries: dict = {p: [] for p in pairs}
             self.fleet.settle()  # no per-host measurement still running beside the pairs
-            todo = rounds(pairs)
+            todo, t0, say = rounds(pairs), time.monotonic(), self.fleet.progress or (lambda line, final: None)
             while todo:
-                for rnd in todo:
+                for i, rnd in enumerate(todo, 1):
+                    # progress: the round, the time so far against the rounds' own (each pair's
+                    # probe is stopped at its duration + 60 s)
+                    say(f"host pairs: round {i}/{len(todo)} ({len(rnd)} pairs at once, {args[1]} s each), "
+                        f"{time.monotonic() - t0:.0f} s of about {len(todo) * args[1]} s", False)
                     with threads(len(rnd)) as pool:
                         for p, res in zip(rnd, pool.map(lambda p: self._measure(*p, *args), rnd)):
                             tries[p].append(res)
                 todo = again_rounds(tries, t)
+            say(f"host pairs: {len(pairs)} measured in {time.monotonic() - t0:.0f} s", True)
             self._pairs = {p: judged(docs, t) for p, docs in tries.items()}
         res = self._pairs[(a, b)]
         if isinstance(res, Exception):
@@ -219,23 +233,31 @@ class Network:
             self._collective[key] = result
             return result
 
+        reached: dict[str, tuple[str, int]] = {}  # host -> the (op, size) its ranks last finished
+        sweep = Sweep(probe, args, names, timeout, self.fleet.progress)
+
         def one(rank_name):
             rank, name = rank_name
             s = self.session(name)
             # one rank per GPU; one gloo rank on a CPU-only host
             nproc = [] if self.fleet.facts(name)["nvidia"].get("gpus") else ["--nprocs", "1"]
             ifenv = {"GLOO_SOCKET_IFNAME": s.host.data_iface, "NCCL_SOCKET_IFNAME": s.host.data_iface}
-            return s.probe_result(
-                probe, *args, "--nnodes", str(len(names)),
-                "--node-rank", str(rank), "--master-addr", master, "--master-port", port,
-                "--timeout", str(timeout), *nproc, timeout=timeout + 30, env={**ifenv, **env})
+            ranked = (*args, "--nnodes", str(len(names)), "--node-rank", str(rank), "--master-addr",
+                      master, "--master-port", port, "--timeout", str(timeout), *nproc)
+
+            def said(line):  # streamed: the sweep's progress on the terminal while it runs
+                if m := REACHED.match(line.strip()):
+                    reached[name] = (m[1], int(m[2]))
+            # as probe_result(), its stdout streamed (signoff/stream.py)
+            return s.t.run_stream(s._command(probe, ranked, {**ifenv, **env}), timeout + 30, said)
 
         first, killed = None, set()
         with threads(len(names)) as pool:
             futures = {pool.submit(one, rn): rn[1] for rn in enumerate(names)}
             pending = set(futures)
             while pending:
-                done, pending = wait(pending, timeout=2 if first else None, return_when=FIRST_COMPLETED)
+                sweep.say(reached, final=False)
+                done, pending = wait(pending, timeout=2 if first else 1, return_when=FIRST_COMPLETED)
                 for fut in done:
                     name = futures[fut]
                     try:
@@ -254,7 +276,16 @@ class Network:
                             killed.add(futures[fut])
                     except HostUnreachable:
                         pass
-        self._collective[key] = result = summarise(outcome, names, first, killed, probe)
+        sweep.say(reached, final=True)
+        result = summarise(outcome, names, first, killed, probe)
+        if not result["ok"] and sweep.overran(outcome, first, killed):
+            # every rank joined and was still at it when the timeout came: the sweep is longer
+            # than the timeout allows, no host's fault (each said the same size reached)
+            said = sweep.overrun(reached)
+            result = {**result, "culprits": [], "timeout": said,
+                      "states": {n: f"joined; {sweep.where(reached.get(n))}; stopped at the timeout"
+                                 for n in names}}
+        self._collective[key] = result
         return result
 
     def pairwise(self, names, size: str, env, timeout) -> dict:
@@ -299,3 +330,58 @@ class Network:
         result["launched"] = f"srun: {len(names)} nodes x {per_node} tasks in one step"
         return result
 
+
+class Sweep:
+    """A collective's progress while it runs (the sizes its ranks said they finished, the time
+    against its timeout) and, when every rank overran the timeout alike, what to do about it."""
+
+    def __init__(self, probe: str, args: list[str], names: list[str], timeout: int, progress):
+        self.probe, self.names, self.timeout, self.progress = probe, names, timeout, progress
+        lo, hi = (args[args.index(k) + 1] if k in args else None for k in ("--min-bytes", "--max-bytes"))
+        self.span = (f"{lo}-{hi} sweep" if lo != hi else f"{hi} all-reduce") if hi else f"{probe} run"
+        self.what = f"{LABELS.get(probe, probe)} over {hostlist.fold(names)}"
+        sweeps = probe == "allreduce" and lo != hi
+        self.hint = "raise it or shorten multinode_allreduce_busbw.sweep" if sweeps else "raise it"
+        self.t0 = time.monotonic()
+        self.last: tuple = (None, -SAY_EVERY_S)
+
+    def at(self, reached: dict):
+        """The (op, size) the ranks last finished: the first host's (a collective's ranks go
+        in step), else any host's."""
+        return reached.get(self.names[0]) or next(iter(reached.values()), None)
+
+    @staticmethod
+    def where(at) -> str:
+        if at is None:
+            return "no size finished"
+        op, nbytes = at
+        return f"reached {human_bytes(nbytes)}" + ("" if op == "allreduce" else f" of the {op} after it")
+
+    def say(self, reached: dict, final: bool) -> None:
+        """The progress line: each new size reached, else every SAY_EVERY_S (the terminal keeps
+        one line in place; a log gets these lines)."""
+        if self.progress is None:
+            return
+        now = time.monotonic() - self.t0
+        at = self.at(reached)
+        if not final and at == self.last[0] and now - self.last[1] < SAY_EVERY_S:
+            return
+        self.last = (at, now)
+        self.progress(f"{self.what}: {self.span}, {self.where(at)}, {now:.0f} s of --collective-timeout "
+                      f"{self.timeout} s", final)
+
+    def overran(self, outcome: dict, first, killed: set) -> bool:
+        """Whether every rank joined and the first to end was stopped by the timeout (the others
+        with it, or stopped by us right after): no host ended it."""
+        results = [outcome.get(n) for n in self.names]
+        if first is None or any(r is None or isinstance(r, Exception) for r in results):
+            return False
+        if not getattr(outcome[first], "timed_out", False):
+            return False
+        return all("signoff-event joined" in (r.stderr or "") and (r.timed_out or n in killed)
+                   for n, r in zip(self.names, results))
+
+    def overrun(self, reached: dict) -> str:
+        at = self.at(reached)
+        return (f"did not finish the {self.span} within --collective-timeout {self.timeout} s, "
+                f"{self.where(at)}: {self.hint}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from signoff import retry
 from signoff.figures import img, png, pyplot
 from signoff.printable import escape
-from signoff.report import MATRIX_MAX_HOSTS
+from signoff.report import MATRIX_MAX_HOSTS, VERDICT_COLOURS
 
 READS = (("storage_read_seq", "sequential"), ("storage_read_small", "small files"))
 
@@ -20,7 +20,10 @@ def per_host_figure(records: list[dict], profile) -> str:
         t = profile.criteria.get(crit) if profile else None
         if len(vals) <= MATRIX_MAX_HOSTS:
             hosts = sorted(vals)
-            ax.bar(range(len(hosts)), [vals[h] for h in hosts], color="tab:blue")
+            said = {r["host"]: r["status"] for r in records if r["criterion"] == crit}
+            # each bar in its verdict's colour: a FAIL reads red whichever way its line is drawn
+            ax.bar(range(len(hosts)), [vals[h] for h in hosts],
+                   color=[VERDICT_COLOURS.get(said.get(h), "tab:blue") for h in hosts])
             ax.set_xticks(range(len(hosts)), hosts, rotation=60, fontsize=7)
         else:
             ax.hist(list(vals.values()), bins=40, color="tab:blue")

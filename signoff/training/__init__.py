@@ -19,6 +19,10 @@ CRITERIA = {
     # GPU's own PCIe link, the gen x width it and its slot support (judge.link_fractions)
     "host_link_bandwidth": {"type": "number", "retry": True, "fleet": True,
                             "derived": {"pcie_link": "x PCIe link"}},
+    # which transport the step's traffic between nodes took (network/route.py), as multinode_transport
+    # for the all-reduce: NET, MNNVL or data_iface. Judged by the class's multinode_transport unless
+    # a profile sets this one (a site whose training takes another path than its benchmark)
+    "train_transport": {"type": "name", "ops": ("equals",)},
 }
 PLUGIN = "signoff.training.plugin"
 
@@ -28,6 +32,13 @@ PLUGIN = "signoff.training.plugin"
 DEFAULTS = {"layers": 12, "d_model": 2048, "heads": 16, "ffn": 8192, "seq": 2048, "batch": 8,
             "warmup": 3, "steps": 20, "lr": 1e-4, "threads": 1}
 LOADER = {"size": 256, "crop": 224, "batch": 64, "samples": 1024, "workers": None, "delay_ms": 0}
+
+
+def check_extra(name: str, value, extra: dict, where: str) -> None:
+    if name == "train_transport":
+        from signoff.network import TRANSPORTS
+        if value not in TRANSPORTS:
+            raise InputError(f"{where}.equals: expected one of {', '.join(TRANSPORTS)}, got {value!r}")
 
 
 def _number(where: str, key: str, val, low: float, integer: bool = True):

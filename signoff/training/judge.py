@@ -80,7 +80,8 @@ def node_efficiency(multi: dict, alone: dict[str, dict]) -> float:
 DDP_BUCKET = 25 << 20  # torch DDP's bucket_cap_mb default (25 MiB): one all-reduce per bucket
 
 
-def step_bound(step_s: float, params: int, rows: list[dict]) -> tuple[float, float, str]:
+def step_bound(step_s: float, params: int, rows: list[dict],
+               floor: float | None = None) -> tuple[float, float, str]:
     """(efficiency, t_ar, how): what a data-parallel step reaches over nodes when it cannot overlap
     its gradient all-reduce at all, t_c / (t_c + t_ar): t_c the node's own step (`step_s`), t_ar
     its fp32 gradients (4 bytes a parameter) all-reduced bucket by bucket, each at the time the
@@ -91,9 +92,15 @@ def step_bound(step_s: float, params: int, rows: list[dict]) -> tuple[float, flo
     row = min((r for r in rows if r["bytes"] >= size), key=lambda r: r["bytes"], default=None)
     if row is None:
         row = max(rows, key=lambda r: r["bytes"])
-    t_one = row["time_us"] / 1e6 * max(1.0, size / row["bytes"])
+    # `floor` (GB/s busbw, the multi-node all-reduce's threshold): each message at that floor
+    # (time x busbw is its bytes x 2(n-1)/n), never at the run's own figure, which a slowed
+    # network lowered along with the bound it set (issue 45: a slowed all-reduce PASSed the step)
+    judged = bool(floor and row.get("busbw"))
+    at = row["busbw"] / floor if judged else 1.0
+    t_one = row["time_us"] * at / 1e6 * max(1.0, size / row["bytes"])
     t_ar = t_one * grads / size
     how = (f"{grads / 1e6:.1f} MB fp32 gradients in {grads / size:.3g} bucket(s) of "
            f"{size / (1 << 20):.3g} MiB at {t_one * 1e3:.3g} ms each (the multi-node all-reduce of "
-           f"{row['bytes'] / (1 << 20):.3g} MiB in this run)")
+           f"{row['bytes'] / (1 << 20):.3g} MiB "
+           + (f"at its threshold's {floor:g} GB/s busbw)" if judged else "in this run)"))
     return round(step_s / (step_s + t_ar), 4), t_ar, how

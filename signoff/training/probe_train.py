@@ -13,6 +13,9 @@ Per width: step time (slowest rank, after warm-up), tokens/s, model TFLOP/s per 
 the losses, whether every replica holds the same weights at the end (a wrong all-reduce
 lets them drift apart), and each rank's step time without gradient sync (DDP no_sync):
 comm_share = 1 - slowest no-sync step / synced step, the communication the step waits for.
+Over nodes, each node's document says which transport the step's traffic between nodes took, as
+probe_allreduce's does (its parser, loaded by path): NCCL's channel lines (NCCL_DEBUG=INFO, to a
+file per rank), gloo's connections and the interface each leaves by (signoff/network/route.py).
 Prints exactly one JSON document.
 """
 import argparse
@@ -35,6 +38,23 @@ if not os.path.exists(_lib) and os.path.basename(os.path.dirname(_dir)) == "sign
 _spec = importlib.util.spec_from_file_location("probelib", _lib)
 probelib = sys.modules["probelib"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(probelib)
+
+NCCL_LOG = "nccl.%h.%p.log"
+
+
+def allreduce_probe():
+    """probe_allreduce (its NCCL log parser, gloo's connection reader), by its path as probelib:
+    beside this file as shipped (allreduce.py), else signoff/interconnect/ of the source tree."""
+    mod = sys.modules.get("signoff_probe_allreduce")
+    if mod is None:
+        path = os.path.join(_dir, "allreduce.py")
+        if not os.path.exists(path) and os.path.basename(os.path.dirname(_dir)) == "signoff":
+            path = os.path.join(os.path.dirname(_dir), "interconnect", "probe_allreduce.py")
+        spec = importlib.util.spec_from_file_location("signoff_probe_allreduce", path)
+        mod = sys.modules["signoff_probe_allreduce"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    return mod
+
 
 FORMULA = "6 * params * batch * seq + 12 * layers * batch * seq^2 * d_model per rank and step"
 
@@ -182,6 +202,14 @@ def worker(local_rank, local_world, args, port, out_path):
                 if cuda:
                     torch.cuda.empty_cache()  # the last width's model and optimizer are gone
             dist.barrier()
+        if not cuda and args.nnodes > 1 and local_rank == 0:
+            # gloo across hosts: the connections it holds (alive until the group goes), and the
+            # interface each leaves by: every node's own, beside its rows file
+            links = allreduce_probe().gloo_links(port)
+            with open(os.path.join(os.path.dirname(out_path), "links.json"), "w") as f:
+                json.dump(links, f)
+        if not cuda and args.nnodes > 1:  # every rank: no node closes its connections before every
+            dist.barrier()  # node read its own (a peer's closed one is no longer ESTABLISHED)
         if rank == 0:
             with open(out_path, "w") as f:
                 json.dump({"widths": rows, "settings": settings(torch, args, cuda)}, f)
@@ -211,6 +239,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=300, help="rendezvous/collective timeout, s")
     args = ap.parse_args()
     doc = {"probe": "train", "argv": sys.argv[1:], "formula": FORMULA,
+           "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
            "model": {k: getattr(args, k) for k in ("layers", "d_model", "heads", "ffn", "seq", "batch",
                                                     "warmup", "steps")}}
     try:
@@ -232,6 +261,13 @@ def main():
     logdir = tempfile.mkdtemp(prefix="train.", dir=".")
     out_path = os.path.join(logdir, "rows.json")
     probelib.own_temp(logdir)
+    across = args.nnodes > 1
+    if across and args.backend == "nccl":
+        # Ask NCCL which transport the step's traffic between nodes takes; the user's own NCCL_*
+        # settings stay in force (as probe_allreduce)
+        os.environ.setdefault("NCCL_DEBUG", "INFO")
+        os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET,GRAPH,ENV")
+        os.environ["NCCL_DEBUG_FILE"] = os.path.join(os.path.abspath(logdir), NCCL_LOG)
     cot = probelib.load_cotenants() if args.backend == "nccl" else None
     # before the ranks start: they inherit its mark
     seen = cot.watch(1.0, "training step") if cot else None
@@ -267,6 +303,16 @@ def main():
     del store
     doc["elapsed_s"] = round(time.time() - t0, 2)
     doc.update(seen.stop() if seen else {})
+    if across:
+        try:
+            if args.backend == "nccl":
+                doc["transports"], doc["nccl_net"], doc["nccl_log"] = \
+                    allreduce_probe().nccl_transports(logdir)
+            elif os.path.exists(os.path.join(logdir, "links.json")):
+                with open(os.path.join(logdir, "links.json")) as f:
+                    doc["links"] = json.load(f)
+        except Exception as exc:  # noqa: BLE001  the step's figures stand; the transport is unread
+            doc["transport_error"] = "%s: %s" % (type(exc).__name__, exc)
     shutil.rmtree(logdir, ignore_errors=True)  # run by hand, nothing is left in the cwd
     print(json.dumps(doc))
     return 1 if "error" in doc else 0

@@ -127,10 +127,15 @@ def node_counts(n: int) -> list[int]:
 def over_nodes(network, names: list[str], profile, timeout: int) -> dict[int, dict]:
     """The step on the first k hosts at once for every node count k; {k: collective result}.
     One rank per GPU; one gloo rank on a CPU-only host (Network.collective)."""
-    args = step_args(section(profile))
     out = {}
     for k in node_counts(len(names)):
-        out[k] = network.collective(names[:k], "train", args, nccl_env(profile), timeout)
+        out[k] = across(network, names[:k], profile, timeout)
         if not out[k]["ok"]:
             break  # a failed run names its culprits; larger counts would only fail again
     return out
+
+
+def across(network, names: list[str], profile, timeout: int) -> dict:
+    """The step over `names` at once (cached: over_nodes' run of as many nodes is this one); each
+    host's document says the transport its ranks' traffic between nodes took (probe_train)."""
+    return network.collective(names, "train", step_args(section(profile)), nccl_env(profile), timeout)

@@ -57,7 +57,9 @@ def p2p(rec, args, lines):
 
 
 def allreduce(rec, args, lines):
-    return {**rec["allreduce"], "argv": args, "nccl_env": nccl_env()}
+    # a host's own run with MNNVL off, where it has one (an NVL72 tray's NICs: tests/test_fabric.py)
+    off = rec.get("allreduce_mnnvl_off") if ENV.get("NCCL_MNNVL_ENABLE") == "0" else None
+    return {**(off or rec["allreduce"]), "argv": args, "nccl_env": nccl_env()}
 
 
 def train(rec, args, lines):
