@@ -76,7 +76,7 @@ def test_healthy_lab_passes_with_iperf3(lab, tmp_path):
     # and every other collective over every host in that run (issue 44: each inside and across hosts)
     for c in ("multinode_allgather_busbw", "multinode_reduce_scatter_busbw", "multinode_sendrecv_busbw"):
         v = r[(c, "all hosts")]
-        assert v["status"] == "PASS" and v["measured"] > 0.04 and v["unit"] == "GB/s", v
+        assert v["status"] == "PASS" and v["measured"] > 0.015 and v["unit"] == "GB/s", v
         # at the size judged alone (--op-size): the all-to-all is the one swept across nodes
         assert [x["bytes"] for x in v["details"]["rows"]] == [1 << 20], v
     ok = r[("multinode_collectives_correct", "all hosts")]
