@@ -30,11 +30,15 @@ from signoff import InputError, baseline, catalog, hostlist, profiles, results
 
 # The figures a calibration sets: what a known-good node measures (rates, bandwidths,
 # efficiencies, temperatures and their margins). Counts, versions and states are not figures.
-FIGURES = ("allreduce_busbw", "p2p_bandwidth", "hbm_bandwidth", "host_link_bandwidth",
+FIGURES = ("allreduce_busbw", "allgather_busbw", "reduce_scatter_busbw", "alltoall_busbw", "sendrecv_busbw",
+           "p2p_bandwidth", "hbm_bandwidth", "host_link_bandwidth",
            "soak_gemm_tflops", "soak_gpu_temp", "soak_mem_temp", "thermal_margin",
            "train_throughput", "train_scaling_host", "train_scaling_nodes", "train_input_headroom",
            "storage_read_seq", "storage_read_small", "storage_read_aggregate",
-           "net_pair_bandwidth", "multinode_allreduce_busbw")
+           "net_pair_bandwidth", "multinode_allreduce_busbw", "multinode_alltoall_busbw",
+           "rail_alltoall_busbw",
+           "multinode_allgather_busbw", "multinode_reduce_scatter_busbw", "multinode_sendrecv_busbw",
+           "mnnvl_allreduce_busbw")
 MARGIN = 0.9
 
 

@@ -273,6 +273,8 @@ def pytest_configure(config):
         "inventory": inv.source,
         "hosts": [h.name for h in inv.hosts],
         "probe_python": {h.name: h.python for h in inv.hosts},  # the interpreter each host's probes use
+        # --hosts' login, for a rerun of the same hosts (an inventory file keeps its own)
+        **({"ssh_user": config.getoption("ssh_user")} if config.getoption("ssh_user") else {}),
         # set when this machine's probes run in signoff's own environment, not a training one
         **({"probe_env": inv.hosts[0].probe_env} if inv.hosts and inv.hosts[0].probe_env else {}),
         "run": state.run_id,

@@ -101,6 +101,14 @@ def pytest_runtest_makereport(item, call):
         rep.signoff_status = item.stash[PHASES][0]  # pytest's letter, word and count (Recorder)
 
 
+def html_duration(seconds: float) -> str:
+    """pytest-html's own duration text (its _format_duration): 350 ms, 00:01:05."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    s = int(seconds)
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
 class Recorder:
     """Controller-side: turns reports into results.json records and report sections.
     Registered only on the controller (never on xdist workers) of an acceptance run."""
@@ -110,6 +118,7 @@ class Recorder:
         self.selected: list[str] = []
         self.deselected = 0
         self.final: dict[str, str] = {}  # nodeid -> status, for the HTML rows
+        self.took: dict[str, float] = {}  # nodeid -> seconds of all its phases, for the HTML rows
         self.local = {h.name: h.local for h in state.inventory.hosts}
         self.outcomes: dict[str, list] = {}  # pytest's own categories of the reports: see _lend
         self.summing = False  # pytest's closing sections are being written (pytest_report_teststatus)
@@ -231,6 +240,7 @@ class Recorder:
         if report.when == "teardown":
             criterion, host = split_nodeid(nid)
             self.final[nid] = st.status.pop(nid, "NOT RUN")
+            self.took[nid] = round(st.duration[nid], 3)  # as results.json says it
             st.results.add({"test": nid, "criterion": criterion, "host": host,
                             "status": self.final[nid], "launcher": self.launcher(host),
                             "message": st.messages.pop(nid, ""),
@@ -293,6 +303,14 @@ class Recorder:
         if status in FOLDED and self.folded():  # in the summary's counts and distributions
             del cells[:]  # pytest-html leaves out a row without cells
         elif cells:
+            # pytest-html names a check that ended in its setup "<id>::setup" and times that row by
+            # the setup alone: one check is one row, named by its id and timed by all its phases
+            # (its setup holds the measurement)
+            for i, cell in enumerate(cells):
+                if 'class="col-testId"' in cell:
+                    cells[i] = f'<td class="col-testId">{escape(report.nodeid)}</td>'
+                elif 'class="col-duration"' in cell and report.nodeid in self.took:
+                    cells[i] = f'<td class="col-duration">{html_duration(self.took[report.nodeid])}</td>'
             cells.insert(1, f'<td class="col-signoff {report_status_class(status)}">{status}</td>')
             if "col-links" in str(cells[-1]):
                 cells.pop()

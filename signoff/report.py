@@ -863,10 +863,14 @@ def methodology(doc: dict, profile, methods: list) -> str:
         known = families.criteria()
         sources = "".join(f"<tr><td>{escape(t.criterion)}</td><td>{escape(t.expected)}</td>"
                           f"<td>{retry.count(t) if known.get(t.criterion, {}).get('retry') else 'never'}"
-                          f"</td><td>{escape(_source(t))}</td></tr>" for t in profile.criteria.values())
+                          f"</td><td>{escape(_source(t))}</td></tr>"
+                          for t in profile.criteria.values())
         sources = (f"<h3>Threshold sources (profile {escape(profile.name)}, "
                    f"{escape(shown_path(profile.path))})</h3><table class='so-table'><tr><th>criterion"
-                   f"</th><th>threshold</th><th>attempts</th><th>source</th></tr>{sources}</table>")
+                   f"</th><th>threshold</th><th>attempts</th><th>source</th></tr>{sources}</table>"
+                   f"<p>Each source holds its figure (or states its rule) in its own words; a path it "
+                   f"cites (docs/..., thresholds/...) is a file of this suite's repository as of the "
+                   f"version this run names: {escape(version_text((doc.get('meta') or {}).get('suite_version')))}.</p>")
     return ("<div class='so-methodology'><h2>Methodology</h2>"
             "<p>Units: GB = 10<sup>9</sup> bytes, GB/s = 10<sup>9</sup> B/s, Gb/s = 10<sup>9</sup> "
             "bit/s; message and block sizes in binary units (1M = 2<sup>20</sup> B). Every host is "

@@ -88,6 +88,8 @@ def defaults(config, acceptance: bool) -> None:
         pythons = set((then.get("probe_python") or {}).values())
         if opt.python is None and len(pythons) == 1 and pythons != {"python3"}:
             opt.python = pythons.pop()
+        if opt.ssh_user is None and then.get("ssh_user"):
+            opt.ssh_user = then["ssh_user"]
     else:
         path = _file(source)
         if path is None:

@@ -61,8 +61,11 @@ def test_plan_warns_of_no_data_iface_and_no_storage_path_beside_a_run_holding_th
     warned = rows[rows.index("will ERROR or be N.A. in a run, or judge less than you may think "
                              "(fix before it):") + 1:]
     warned = warned[:next(i for i, r in enumerate(warned) if not r.startswith("  lab"))]
+    # every check whose ranks rendezvous on it: each collective across nodes, the training step's
     assert (f"  lab[1-3]: nic_link, net_pair_bandwidth, multinode_allreduce, multinode_transport, "
-            f"train_scaling_nodes ERROR: {NO_IFACE}") in warned, warned
+            f"multinode_alltoall_busbw, rail_alltoall_busbw, multinode_allgather_busbw, "
+            f"multinode_reduce_scatter_busbw, multinode_sendrecv_busbw, multinode_collectives_correct, "
+            f"train_scaling_nodes, train_transport ERROR: {NO_IFACE}") in warned, warned
     assert ("  lab[1-3]: storage_read_seq, storage_read_small, storage_read_aggregate read the temp "
             "dir /tmp (") in "\n".join(warned), warned
     assert not any("controller itself" in w for w in warned)  # hosts were given

@@ -157,6 +157,23 @@ def test_every_cited_file_exists():
     assert not bad, bad
 
 
+def test_a_source_citing_a_suite_file_says_its_figure_or_rule_itself():
+    """The repository has no public address a report could link a recorded run to at its commit,
+    so a source that cites one of the suite's files must also say, in its own words, the figure it
+    took from there (a number beside the path: the measured run) or the rule it applies (a policy,
+    a definition): a provider reads it on the page, and the report names the suite's version
+    (tests/test_report_readable.py). Dates and the paths themselves do not count as a figure."""
+    bad = []
+    for n, c, text in sources():
+        if not PATH.search(text):
+            continue
+        own = re.sub(r"\b20\d\d-\d\d-\d\d\b", "", PATH.sub("", text))
+        if not (re.search(r"\d", own) or re.search(r"\b(policy|rule|definition|defined)\b", own)) \
+                or len(own.strip(" ()[];,.:")) < 40:
+            bad.append(f"{n}.{c}: {text}")
+    assert not bad, bad
+
+
 def test_the_path_pattern_finds_repo_paths():
     assert PATH.findall("see docs/h200.md and signoff/interconnect/probe_p2p.py; conf/x.conf") == [
         "docs/h200.md", "signoff/interconnect/probe_p2p.py"]

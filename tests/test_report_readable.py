@@ -79,3 +79,14 @@ def test_a_reused_report_dir_keeps_the_earlier_run(tmp_path, capsys):
     assert (kept / "report.md").read_text() == "# the earlier verdict\n" and (kept / "hosts").is_dir()
     assert not (tmp_path / "results.json").exists() and not (tmp_path / "report.md").exists()
     assert f"held an earlier run: moved to {kept}" in capsys.readouterr().err
+
+
+
+def test_the_sources_say_which_version_of_the_suite_their_paths_are_of():
+    # no public address to link a recorded run to: every cited figure is in its source's own text
+    # (tests/test_profile_sources.py), and the page names the version whose files the paths mean
+    from signoff import profiles
+    doc = {"meta": {"suite_version": "0.1.0 (git abc1234)"}, "results": []}
+    page = report.methodology(doc, profiles.load("h200-8x-nvlink"), [])
+    assert ("a path it cites (docs/..., thresholds/...) is a file of this suite's repository as of the "
+            "version this run names: signoff 0.1.0 (git abc1234).") in page, page[-800:]

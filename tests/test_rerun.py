@@ -37,12 +37,16 @@ def test_the_earlier_runs_hosts_and_profile_unless_told_otherwise(tmp_path):
     d = earlier(tmp_path, hosts=["node01", "node02", "node03"],
                 inventory="--hosts node[01-04]: --exclude-hosts node04", profile="h200-8x-nvlink",
                 profile_requested="h200-8x-nvlink", profile_path=H200,
-                probe_python={f"node0{i}": "/opt/venv/bin/python" for i in (1, 2, 3)})
+                probe_python={f"node0{i}": "/opt/venv/bin/python" for i in (1, 2, 3)}, ssh_user="ops")
     hosts, source, profile = configured("--rerun", str(d))
     assert hosts == ["node01", "node02", "node03"] and profile == H200, (hosts, profile)
     assert source == "--hosts node[01-03]"
     assert cli.configured(["--rerun", str(d)], lambda config, state: state.inventory.hosts[0].python) \
         == "/opt/venv/bin/python"  # the earlier run's probes' interpreter
+    assert cli.configured(["--rerun", str(d)], lambda config, state: state.inventory.hosts[0].user) \
+        == "ops"  # and its --ssh-user
+    assert cli.configured(["--rerun", str(d), "--ssh-user", "root"],
+                          lambda config, state: state.inventory.hosts[0].user) == "root"
     # told otherwise: the hosts and profile given
     told = configured("--rerun", str(d), "--hosts", "node09", "--profile", "local")
     assert (told[0], told[2]) == (["node09"], "local")

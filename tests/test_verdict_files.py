@@ -14,6 +14,7 @@ from collections import Counter
 from test_cli import QUICK, ROOT, run
 from test_gpu_faults_recorded import RECORDED, recorded_inventory
 
+from signoff import recorder
 from signoff.results import load as load_results
 
 JUNIT = {"failure": "FAIL", "error": None, "skipped": "N.A."}  # error: ERROR or NOT RUN, by type
@@ -65,6 +66,15 @@ def test_results_junit_and_report_agree(tmp_path):
     blob = json.loads(html.unescape(re.search(r'data-jsonblob="([^"]*)"', page).group(1)))
     cells = [c for rows in blob["tests"].values() for row in rows for c in row["resultsTableRow"]]
     assert "<th>Links</th>" not in page and cells and not any("col-links" in c for c in cells)
+    # one check is one row named by its id (pytest-html names a check that ended in its setup,
+    # the ERROR and the N.A. here, "<id>::setup"), timed by all its phases as results.json says
+    took = {r["test"]: r["duration_s"] for r in doc["results"]}
+    for nodeid, rows in blob["tests"].items():
+        (row,) = rows
+        shown_id = re.sub(r"<[^>]+>", "", next(c for c in row["resultsTableRow"] if "col-testId" in c))
+        assert shown_id == nodeid, shown_id
+        d = re.sub(r"<[^>]+>", "", next(c for c in row["resultsTableRow"] if "col-duration" in c))
+        assert d == recorder.html_duration(took[nodeid]), (nodeid, d, took[nodeid])
 
 
 def _judged(tmp_path, *args):
