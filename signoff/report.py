@@ -858,7 +858,7 @@ def methodology(doc: dict, profile, methods: list) -> str:
     rows = "".join(f"<tr><th>{escape(m['check'])}</th><td>{escape(m['tool'])}</td>"
                    f"<td>{escape(m['how'])}</td></tr>" for fam in [[sysinfo], *methods] for m in fam)
     statuses = "".join(f"<li><b>{s}</b>: {escape(t)}</li>" for s, t in STATUS_MEANING.items())
-    sources = ""
+    sources, meta = "", doc.get("meta") or {}
     if profile is not None:
         known = families.criteria()
         sources = "".join(f"<tr><td>{escape(t.criterion)}</td><td>{escape(t.expected)}</td>"
@@ -870,7 +870,7 @@ def methodology(doc: dict, profile, methods: list) -> str:
                    f"</th><th>threshold</th><th>attempts</th><th>source</th></tr>{sources}</table>"
                    f"<p>Each source holds its figure (or states its rule) in its own words; a path it "
                    f"cites (docs/..., thresholds/...) is a file of this suite's repository as of the "
-                   f"version this run names: {escape(version_text((doc.get('meta') or {}).get('suite_version')))}.</p>")
+                   f"version this run names: {escape(version_text(meta.get('suite_version')))}.</p>")
     return ("<div class='so-methodology'><h2>Methodology</h2>"
             "<p>Units: GB = 10<sup>9</sup> bytes, GB/s = 10<sup>9</sup> B/s, Gb/s = 10<sup>9</sup> "
             "bit/s; message and block sizes in binary units (1M = 2<sup>20</sup> B). Every host is "
