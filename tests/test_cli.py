@@ -185,7 +185,8 @@ def test_make_accept_says_signoffs_exit_code_which_make_turns_into_2(tmp_path, v
     Python without torch."""
     prof = tmp_path / "p.yaml"
     prof.write_text("extends: local\ncriteria:\n  allreduce_busbw: {min: 100000, unit: GB/s, size: 1M, "
-                    "sweep: [1M, 1M], source: 'a limit no CPU reaches, to make this check FAIL'}\n")
+                    "sweep: [1M, 1M], attempts: 1, "
+                    "source: 'a limit no CPU reaches, to make this check FAIL'}\n")
     python = sys.executable
     if verdict == "ERROR":
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)

@@ -542,8 +542,9 @@ def test_calibrated_from_two_golden_runs_a_faulted_run_fails_and_its_rerun_compl
     multi-node all-reduce's too) and says it. A third run under that profile with lab2's link
     shaped to 500 Mbit/s (a real fault: tc; the lab's pair floor is 1 Gb/s) FAILs; `signoff run
     --rerun` of it (~15 s where a whole sheet takes ~45-90 s here), no hosts or profile
-    named, measures only the checks that did not pass: still 1 while the link is shaped, 0 once it
-    is not, its results the whole sheet (the third run's, stamped with its run, and its own)."""
+    named, measures only the checks that did not pass: 0 once the link is not shaped (a rerun while
+    the fault is still there ends 1: tests/test_fleet_lab.py's outlier), its results the whole sheet
+    (the third run's, stamped with its run, and its own)."""
     from test_network_lab import shaped
 
     inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
@@ -597,8 +598,6 @@ criteria:
         assert rc == 1 and not third["meta"]["partial"], out[-3000:]
         failed = {r["test"] for r in third["results"] if r["status"] in ("FAIL", "ERROR", "NOT RUN")}
         assert "acceptance/test_network.py::test_net_pair_bandwidth[lab2->lab1]" in failed, failed
-        rc, still, out = rerun(tmp_path / "c" / "report", tmp_path / "still")
-        assert rc == 1 and still["verdict"] == "FAIL" and not still["meta"]["partial"], out[-3000:]
     rc, fixed, out = rerun(tmp_path / "c" / "report", tmp_path / "fixed")
     assert rc == 0 and fixed["verdict"] == "PASS" and not fixed["meta"]["partial"], out[-3000:]
     mine = fixed["meta"]["run"]

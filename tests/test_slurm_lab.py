@@ -411,3 +411,38 @@ def test_a_killed_controllers_lock_and_probes_go_and_clean_works_in_the_allocati
     res = load_results(tmp_path / "next" / "results.json")
     assert said["next-rc"] == ["0"] and res["verdict"] == "PASS", why
     assert said["dirs-after"] == [], why
+
+
+def test_stand_in_dcgmi_under_srun_gives_each_verdict_and_kills_a_hang(slurm, tmp_path):
+    """dcgm_diag launched by srun (issue 44 item 1: "over SSH and srun"), with the STAND-IN dcgmi and
+    fake NVML of tests/test_dcgm_lab.py (no GPU, no DCGM here): lab1's all Pass PASSes, lab2's Fail
+    with ISOLATE FAILs naming the GPU, its serial and the action, lab3's hang is killed at the
+    profile's timeout and named by its own row; each host's raw JSON is kept in the report dir."""
+    import dcgm_fake
+    from test_dcgm_lab import FAKE_PYNVML, STAND_IN, TIMEOUT_S, serials
+    fake = tmp_path / "fakenvml"
+    fake.mkdir()
+    (fake / "pynvml.py").write_text(FAKE_PYNVML)
+    case = {"lab1": "pass", "lab2": "fail_isolate", "lab3": "hang"}
+    env = {h: {"env": {"PYTHONPATH": str(fake), "PATH": f"{STAND_IN}{os.pathsep}{os.environ['PATH']}",
+                       "SIGNOFF_FAKE_SERIALS": json.dumps(serials(h)),
+                       "SIGNOFF_FAKE_DCGMI": json.dumps(dcgm_fake.cases(serials(h))[c])}}
+           for h, c in case.items()}
+    prof = tmp_path / "dcgm.yaml"  # local makes dcgm_diag optional; a site that requires it
+    prof.write_text(f"extends: local\ncriteria:\n  dcgm_diag: {{optional: false, timeout: {TIMEOUT_S}}}\n")
+    rc, res, out = in_allocation(slurm, tmp_path, "acceptance/test_dcgm.py", "--inventory",
+                                 inventory(slurm, tmp_path, **env), "--profile", str(prof))
+    assert res is not None, out[-3000:]
+    r = {h: v for (c, h), v in by_key(res).items() if c == "dcgm_diag"}
+    assert {h: v["status"] for h, v in r.items()} == {"lab1": "PASS", "lab2": "FAIL", "lab3": "FAIL"}, \
+        out[-3000:]
+    assert rc == 1 and {v["launcher"] for v in r.values()} == {"srun"}, out[-3000:]
+    s = serials("lab2")
+    assert (f"GPU 1 (serial {s[1]}): Hardware test memory Fail: error id 4, category HARDWARE_MEMORY, "
+            f"severity ISOLATE") in r["lab2"]["message"], r["lab2"]["message"]
+    assert r["lab2"]["note"] == f"DCGM: isolate GPU 1 (serial {s[1]}); DCGM: reset GPU 2 (serial {s[2]})"
+    assert f"dcgmi diag -r 3 did not finish in {TIMEOUT_S} s (killed)" in r["lab3"]["message"], r["lab3"]
+    rd = tmp_path / "report"
+    for h in ("lab1", "lab2"):
+        raw = r[h]["details"]["raw"]
+        assert (rd / raw).read_text() == dcgm_fake.cases(serials(h))[case[h]]["diag"]["stdout"], h

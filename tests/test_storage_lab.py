@@ -369,11 +369,13 @@ def test_ctrl_c_during_the_read_leaves_no_files_and_no_probe(env, tmp_path):
                           "--profile", str(prof), "--storage-path", str(shared)],
                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     runid, deadline = None, time.time() + 300  # files written, then the aggregate first (slow under load)
-    while time.time() < deadline and not (runid and _readers(runid)):
+    # the read itself (`storage.py read`, its readers or fio), not the claim or prepare steps before
+    # it: one of those, seen then gone, read as a reader (fresh clone 45416c1)
+    while time.time() < deadline and not (runid and _readers(runid, reading=True)):
         time.sleep(0.1)
         dirs = sorted(shared.glob(".signoff-*-lab1"))
         runid = dirs[0].name[len(".signoff-"):-len("-lab1")] if dirs else None
-    assert runid and _readers(runid), "the storage read never started"
+    assert runid and _readers(runid, reading=True), "the storage read never started"
     p.send_signal(signal.SIGINT)
     p.wait(timeout=60)
     res = load_results(rd / "results.json")
@@ -382,14 +384,16 @@ def test_ctrl_c_during_the_read_leaves_no_files_and_no_probe(env, tmp_path):
     assert _readers(runid) == [], "storage probe still running after Ctrl-C"
 
 
-def _readers(runid: str) -> list[int]:
-    """Processes of this run's storage read (probe, its forked readers or fio)."""
+def _readers(runid: str, reading: bool = False) -> list[int]:
+    """Processes of this run's storage probe (reading: of its read only: the probe's read
+    command, its forked readers or fio)."""
     out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
         except OSError:
             continue
-        if runid in cmd and "storage.py" in cmd or f"fio-{runid}-" in cmd:
+        probe = ("storage.py\0read\0", "storage.py read ") if reading else ("storage.py",)
+        if runid in cmd and any(p in cmd for p in probe) or f"fio-{runid}-" in cmd:
             out.append(int(pid))
     return out

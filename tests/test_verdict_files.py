@@ -45,7 +45,8 @@ def html_statuses(path) -> dict:
 def test_results_junit_and_report_agree(tmp_path):
     prof = tmp_path / "p.yaml"
     prof.write_text("extends: local\ncriteria:\n  allreduce_busbw: {min: 100000, unit: GB/s, size: 1M, "
-                    "sweep: [1M, 1M], source: 'a limit no CPU reaches, to make this check FAIL'}\n")
+                    "sweep: [1M, 1M], attempts: 1, "
+                    "source: 'a limit no CPU reaches, to make this check FAIL'}\n")
     p = run("--report-dir", str(tmp_path / "r"), "--profile", str(prof), "--storage-path", "/nonexistent",
             "-k", "allreduce_busbw or allreduce_correct or storage_read_seq or ecc_enabled", "--partial")
     doc = load_results(tmp_path / "r" / "results.json")
