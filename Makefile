@@ -60,10 +60,11 @@ accept: venv $(OWN_ENV)
 	exit $$code
 
 test: system $(VENV)/.installed-probe $(VENV)/.installed-dev
-	# test files in parallel, 2 at once (3 on 2 cores were no faster: the CPU is the limit,
-	# docs/measurements.md); one file's tests stay on one worker, so a module's lab is built
+	# test files in parallel, 3 at once on 2 cores: the lab tests wait on timeouts, links and
+	# sleeps, so 2 workers left the CPU 40 % idle (a fresh clone: 897 s of tests at -n 2, 779 s at
+	# -n 3, docs/measurements.md); one file's tests stay on one worker, so a module's lab is built
 	# once; the longest files first, in tests/conftest.py's order (LONGEST_FIRST)
-	$(PY) -m pytest tests/ -q -n 2 --dist loadfile --no-loadscope-reorder $(ARGS)
+	$(PY) -m pytest tests/ -q -n 3 --dist loadfile --no-loadscope-reorder $(ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check signoff acceptance tests bench conftest.py

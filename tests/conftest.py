@@ -26,7 +26,7 @@ def lab_required() -> bool:
 @pytest.fixture
 def clone_reports():
     """The clone's reports/, where a run without --report-dir writes: a test that writes there or
-    watches it for new runs holds this lock, since the two workers run such tests side by side (a
+    watches it for new runs holds this lock, since the workers run such tests side by side (a
     plan test saw test_cli's run appear and called it its own: fresh clone 2dffc49)."""
     top = Path(__file__).resolve().parent.parent / "reports"
     lock = Path(tempfile.gettempdir()) / ("signoff-tests-%d.lock" % os.stat(top.parent).st_ino)
@@ -35,7 +35,7 @@ def clone_reports():
         yield top
 
 
-# `make test` hands whole files to 2 workers in this order (--no-loadscope-reorder): the longest
+# `make test` hands whole files to 3 workers in this order (--no-loadscope-reorder): the longest
 # first, so that no long file starts last beside an idle worker. xdist's own order (most tests
 # first) left the one-test walk-through (110-160 s) to the end: 74 s of one idle worker in a
 # 927 s run (docs/measurements.md, fresh clones of 2026-12-03). Seconds: the sum of each file's
