@@ -210,7 +210,8 @@ def test_fail_on_regression_fails_a_partial_pass_and_every_output_says_so(tmp_pa
     shown = re.findall(r"(?m)^  REGRESSED figure on (\d+): 50 GB/s vs (\d+) before \(-", out)
     assert len(shown) == 20 and shown[0] == ("21", "121") and "  and 2 more: " in out, out
     # local's measured tolerances (thresholds/local.yaml) beside the 5 % of a figure without one
-    assert f"compared with run night1 ({tmp_path.name}) (tolerance 5 %; allreduce_busbw 95 %; " in out
+    assert f"compared with run night1 ({tmp_path.name}) (tolerance 5 %; allgather_busbw 95 %; " in out
+    assert "; allreduce_busbw 95 %; " in out
     assert "; train_throughput 95 % from profile local): 22 regressions" in out
     assert "baseline warning: its hardware class is 8 x NVIDIA H100, this run's " in out
     assert "baseline warning: it was not a complete run (verdict INCOMPLETE)" in out
