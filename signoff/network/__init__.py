@@ -85,14 +85,6 @@ def timing(config, prof, picked, inventory, facts) -> tuple[list[str], list[tupl
     return plan.timing(config, prof, picked, inventory, facts)
 
 
-# the checks whose ranks rendezvous over the data interface, in the sheet's order (mnnvl_allreduce
-# too where the class has an NVLink domain: elsewhere it is N.A. before it needs one)
-ACROSS_NODES = ("multinode_allreduce", "multinode_transport", "multinode_alltoall_busbw",
-                "rail_alltoall_busbw",
-                "multinode_allgather_busbw", "multinode_reduce_scatter_busbw", "multinode_sendrecv_busbw",
-                "multinode_collectives_correct", "train_scaling_nodes", "train_transport")
-
-
 def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     """The data interface and its line rate, the host pairs' tool (the fallback that serves);
     warned: the checks that ERROR or are N.A. for want of a usable data interface, with their
@@ -134,8 +126,10 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
         judge.data_address(host.name, netinfo, iface)
     except ProbeError as exc:  # the very error these checks raise in the run
         # nic_link on an InfiniBand fabric reads the ports, not the interface; the others
-        # listen, or rendezvous (every collective across nodes, the training step over nodes), on it
-        multi = ("net_pair_bandwidth", *ACROSS_NODES,
+        # listen, or rendezvous (every check of the collectives' run across nodes, the training step
+        # over nodes; mnnvl_allreduce where the class has an NVLink domain, else N.A. before), on it
+        from signoff.network.plan import MULTINODE
+        multi = ("net_pair_bandwidth", *MULTINODE, "train_scaling_nodes", "train_transport",
                  *(("mnnvl_allreduce",) if ctx.profile and ctx.profile.hardware.get("nvlink_domain") else ())
                  ) if ctx.hosts > 1 else ()
         checks = ctx.checks(*(() if rdma_fabric else ("nic_link",)), *multi)
