@@ -197,7 +197,11 @@ def judge_collective(op, t, host, profile, devices, check, attach, measure):
     check.expect(at["busbw"], t, f"{name} busbw at {size} ({doc['world_size']} ranks, {doc['backend']})",
                  cause=lambda: (f"the {name} alone is slow: NCCL's algorithm or protocol for it (NCCL_ALGO, "
                                 f"NCCL_PROTO), or a link it uses and the all-reduce does not"
-                                + (f"; NCCL used {', '.join(used)}" if used else "")),
+                                + (f"; NCCL used {', '.join(used)}" if used else "")
+                                if doc["backend"] == "nccl" else
+                                # gloo: no algorithm to pick, no link of its own: the CPU's
+                                f"gloo's {name} runs on the host's CPU cores: other processes on them, "
+                                f"or too few cores for its {doc['world_size']} ranks"),
                  details={"rows": rows, "allreduce_rows": doc["rows"], "backend": doc["backend"],
                           "graphs": (doc.get("op_graphs") or {}).get(op), "nccl": doc.get("nccl"),
                           "transports": doc.get("transports")})

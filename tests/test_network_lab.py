@@ -641,9 +641,10 @@ def test_derived_pairs_are_judged_as_a_fraction_of_their_own_line_rate(lab, tmp_
 def test_derived_multinode_bound_and_step_bound_state_their_figures(lab, tmp_path):
     """local's node_bound and step_bound rules between lab hosts, for real: every data interface
     says 1000 Mb/s (a FAKE sysfs), lab3 sends at 300 Mbit/s (tc). The all-reduce is judged against
-    0.9 x the lowest node's min(its gloo intra-node all-reduce, 1 Gb/s / 8 = 0.125 GB/s): FAIL, the
-    bisection naming lab3. In the same run the step over nodes is judged against 0.9 x t_c / (t_c +
-    t_ar) of its own steps and that all-reduce (cached, not run again), its figures stated."""
+    0.82 (local's, gloo over TCP) x the lowest node's min(its gloo intra-node all-reduce, 1 Gb/s / 8
+    = 0.125 GB/s): FAIL, the bisection naming lab3. In the same run the step over nodes is judged
+    against 0.9 x t_c / (t_c + t_ar) of its own steps and that all-reduce (cached, not run again),
+    its figures stated."""
     prof = tmp_path / "derived.yaml"
     prof.write_text("extends: local\ncriteria:\n"
                     # 2 MiB: at 512 KiB a healthy pair's gloo all-reduce read 0.111 GB/s on the
@@ -661,7 +662,7 @@ def test_derived_multinode_bound_and_step_bound_state_their_figures(lab, tmp_pat
                               "--profile", str(prof), timeout=600)
     m = by_key(res)[("multinode_allreduce", "all hosts")]
     assert m["status"] == "FAIL" and m["unit"] == "GB/s" and m["measured"] < 0.1, m
-    assert re.search(r"expected >= 0\.11\d GB/s \(provisional threshold.*source: derived: 0\.9 x "
+    assert re.search(r"expected >= 0\.10\d GB/s \(provisional threshold.*source: derived: 0\.82 x "
                      r"0\.125 GB/s, the lowest node's bound \(lab\d: min\(intra-node all-reduce [\d.]+ GB/s, "
                      r"data interface \w+ at 1 Gb/s / 8 = 0\.125 GB/s\)\)", m["message"]), m["message"]
     assert "likely cause: slow host lab3" in m["message"], m["message"]

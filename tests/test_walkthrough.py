@@ -4,12 +4,13 @@ it, editable into its own .venv; the README's inventory example (examples/cluste
 the lab hosts with a shared dataset directory and a data interface each; then, in the clone,
 `.venv/bin/signoff plan --inventory cluster.yaml` and `.venv/bin/signoff run --inventory
 cluster.yaml` of the whole sheet, with no other setting (no --profile: auto picks `local`, no
-site profile). No check may ERROR for a setting the README did not show, the plan's preflight
-warns of every check the run then ERRORs, or finds N.A. for another cause than the hardware (no
-GPU here), and the report names the clone's commit (item 2: one program). It is also the
-suite's one run of the whole sheet on matching lab hosts (it replaced test_lab_acceptance.py's
-test_matching_hosts_pass: issue 30, the suite's time); its wall time is bench/'s to measure,
-not asserted here."""
+site profile). The verdict is PASS, exit 0: no check may ERROR for a setting the README did not
+show or FAIL on these healthy hosts (but a read the VM's shared disk stalled, measured again as
+docs/running.md shows), the plan's preflight warns of every check the run then ERRORs, or finds
+N.A. for another cause than the hardware (no GPU here), and the report names the clone's commit
+(item 2: one program). It is also the suite's one run of the whole sheet on matching lab hosts
+(it replaced test_lab_acceptance.py's test_matching_hosts_pass: issue 30, the suite's time); its
+wall time is docs/measurements.md's to record, not asserted here."""
 
 from __future__ import annotations
 
@@ -149,9 +150,25 @@ def test_new_user_walkthrough(lab, tmp_path):
 
     # 3. the run, as the README shows it: the whole sheet, no -k/--only, no --profile
     p = signoff("run", "--inventory", "cluster.yaml", exe=exe, cwd=work, timeout=900)
-    out = p.stdout + p.stderr
+    first = p.stdout  # the run's own preflight, asserted below
     (report,) = (work / "reports").glob("2*")  # the clone's reports/: the clone's code ran
     res = load_results(report / "results.json")
+    # the one miss a healthy lab has shown: the VM's one disk, which the other test workers share,
+    # stalled in one attempt of a host's read (0.011-0.018 GB/s, the next 0.77-1.04), which the
+    # retry policy FAILs as 'unstable' (docs/measurements.md: the storage lab tests of several
+    # fresh clones; one of seven loaded walk-throughs here). The README's next step for a FAIL:
+    # measure again what did not pass (docs/running.md, Rerunning what did not pass), whose verdict
+    # is the whole sheet's. Nothing else is measured again.
+    missed = [r for r in res["results"] if r["status"] not in ("PASS", "N.A.")]
+    if missed and all(r["criterion"].startswith("storage_read") and "unstable:" in r["message"]
+                      for r in missed):
+        print("the disk stalled:", [(r["criterion"], r["host"], r["details"].get("attempts"))
+                                    for r in missed])
+        p = signoff("run", "--rerun", str(report), exe=exe, cwd=work, timeout=900)
+        (report,) = set((work / "reports").glob("2*")) - {report}
+        res = load_results(report / "results.json")
+        assert res["meta"]["rerun"]["run"], res["meta"]
+    out = p.stdout + p.stderr
     recs = res["results"]
     assert {r["host"] for r in recs} - {"all hosts"} - {f"{a}->{b}" for a in names for b in names} \
         == set(names), out
@@ -179,26 +196,20 @@ def test_new_user_walkthrough(lab, tmp_path):
         if r["status"] == "N.A." and not any(r["criterion"] in c for _, c, s in warned if s == "N.A."):
             assert re.match(HARDWARE_NA.format(h=re.escape(r["host"])), r["message"]), r
 
-    # the verdict: PASS but for the figures judged against the links' and nodes' bounds, which
-    # assume nodes computing apart on links of their own: here 4 "nodes" share 2 cores, and over
-    # the shaped links (1 Gb/s) iperf3 reached 0.90-0.96 x line rate, gloo's ring 0.87-0.93, the
-    # bounds' 0.9 within noise (at 500 Mb/s 0.956-0.958 and 0.93-0.96); train_scaling_nodes
-    # measured 0.43 vs 0.58, 0.78 vs 0.56, 1.33 vs 0.71 (500 Mb/s: 0.64 vs 0.43, 0.63 vs 0.44) x
-    # linear. Judged, with their figures, never an ERROR or N.A. (a pair above 1.05 x its line
-    # rate ERRORs: the FAKE rate would be wrong).
+    # the verdict: PASS (exit 0), every check PASS or N.A. (the hardware's, above). The figures
+    # across the hosts are judged against their links' bounds (a pair above 1.05 x its line rate
+    # ERRORs: the FAKE rate would be wrong); local's floors for gloo over TCP are 0.9 x the lowest
+    # reading of healthy runs of this lab beside other lab tests on 2 cores (thresholds/local.yaml,
+    # docs/measurements.md): a miss names the figure and its floor here.
     status = {(r["criterion"], r["host"]): r["status"] for r in recs}
-    # the all-to-all across the hosts and in its rail likewise: 0.83 x each rank's share of its
-    # link, and the other collectives across nodes (their floors from the same link bound): beside
-    # other lab tests on 2 cores they measured 0.029 vs 0.046 (reduce-scatter), 0.041 vs 0.043 GB/s
-    node_bound = ("net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes",
-                  "multinode_alltoall_busbw", "rail_alltoall_busbw", "multinode_allgather_busbw",
-                  "multinode_reduce_scatter_busbw", "multinode_sendrecv_busbw")
-    noisy = {k: status.pop(k) for k in list(status) if k[0] in node_bound}
-    assert {h for _, h in noisy} == {"lab1->lab2", "lab2->lab3", "lab3->lab4", "lab4->lab1", "all hosts"}
-    assert set(noisy.values()) <= {"PASS", "FAIL"}, out
-    assert set(status.values()) <= {"PASS", "N.A."}, [r for r in recs if r["status"] not in ("PASS", "N.A.")]
-    passed = set(noisy.values()) == {"PASS"}
-    assert res["verdict"] == ("PASS" if passed else "FAIL") and p.returncode == (0 if passed else 1), out
+    across = ("net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes", "multinode_alltoall_busbw",
+              "rail_alltoall_busbw", "multinode_allgather_busbw", "multinode_reduce_scatter_busbw",
+              "multinode_sendrecv_busbw")
+    assert {h for c, h in status if c in across} == {"lab1->lab2", "lab2->lab3", "lab3->lab4", "lab4->lab1",
+                                                     "all hosts"}
+    missed = [(r["criterion"], r["host"], r["status"], r.get("measured"), r.get("expected"), r["message"])
+              for r in recs if r["status"] not in ("PASS", "N.A.")]
+    assert not missed and res["verdict"] == "PASS" and p.returncode == 0, (missed, out)
     for h in names:  # measured with the README's settings, not around them
         assert status[("nic_link", h)] == "PASS" and status[("storage_read_seq", h)] == "PASS"
         assert status[("allreduce_busbw", h)] == "PASS" and status[("train_throughput", h)] == "PASS"
@@ -216,8 +227,8 @@ def test_new_user_walkthrough(lab, tmp_path):
     seq = next(r for r in recs if r["criterion"] == "storage_read_seq")
     assert seq["details"]["path"] == str(work / "datasets")
     # the run's own preflight (after the profile's pick) says what the plan said
-    assert "will ERROR or be N.A. in a run" not in p.stdout, out
-    assert f"data_iface {lab.hosts[0].veth_host} ({RATE_MBPS / 1000:g} Gb/s, up)" in p.stdout, out
+    assert "will ERROR or be N.A. in a run" not in first, first
+    assert f"data_iface {lab.hosts[0].veth_host} ({RATE_MBPS / 1000:g} Gb/s, up)" in first, first
     # no probe temp dir left on the hosts (they share this filesystem)
     left = [f["workdir"] for f in res["hosts"].values() if "workdir" in f and Path(f["workdir"]).exists()]
     assert not left, left
