@@ -119,6 +119,15 @@ def warnings(out: str) -> list[tuple[list[str], list[str], str]]:
     return found
 
 
+def stalled(r: dict) -> bool:
+    """A storage read FAILed only as 'unstable' (its attempts' spread), its best attempt at or above
+    its floor and no host below the aggregate's per-host minimum: one attempt the disk stalled."""
+    floor = re.match(r">= ([\d.]+)", str(r.get("expected") or ""))
+    return (r["criterion"].startswith("storage_read") and "unstable:" in r["message"]
+            and "below the per-host minimum" not in r["message"] and floor is not None
+            and isinstance(r.get("measured"), (int, float)) and r["measured"] >= float(floor[1]))
+
+
 def test_new_user_walkthrough(lab, tmp_path):
     # 1. the install (README, Quickstart: `git clone`, `make accept`'s `pip install -e .`), the
     # inventory copied from examples/cluster.yaml into the clone and adapted to the hosts
@@ -155,19 +164,20 @@ def test_new_user_walkthrough(lab, tmp_path):
     res = load_results(report / "results.json")
     # the one miss a healthy lab has shown: the VM's one disk, which the other test workers share,
     # stalled in one attempt of a host's read (0.011-0.018 GB/s, the next 0.77-1.04), which the
-    # retry policy FAILs as 'unstable' (docs/measurements.md: the storage lab tests of several
-    # fresh clones; one of seven loaded walk-throughs here). The README's next step for a FAIL:
-    # measure again what did not pass (docs/running.md, Rerunning what did not pass), whose verdict
-    # is the whole sheet's. Nothing else is measured again.
+    # retry policy FAILs as 'unstable' though its best attempt met the floor (docs/measurements.md:
+    # the storage lab tests of several fresh clones; one of six loaded walk-throughs here). The
+    # README's next step for a FAIL: measure again what did not pass (docs/running.md, Rerunning
+    # what did not pass), whose verdict is the whole sheet's. Nothing else is measured again.
+    runs = [res]
     missed = [r for r in res["results"] if r["status"] not in ("PASS", "N.A.")]
-    if missed and all(r["criterion"].startswith("storage_read") and "unstable:" in r["message"]
-                      for r in missed):
+    if missed and all(stalled(r) for r in missed):
         print("the disk stalled:", [(r["criterion"], r["host"], r["details"].get("attempts"))
                                     for r in missed])
         p = signoff("run", "--rerun", str(report), exe=exe, cwd=work, timeout=900)
         (report,) = set((work / "reports").glob("2*")) - {report}
         res = load_results(report / "results.json")
         assert res["meta"]["rerun"]["run"], res["meta"]
+        runs.append(res)
     out = p.stdout + p.stderr
     recs = res["results"]
     assert {r["host"] for r in recs} - {"all hosts"} - {f"{a}->{b}" for a in names for b in names} \
@@ -198,9 +208,10 @@ def test_new_user_walkthrough(lab, tmp_path):
 
     # the verdict: PASS (exit 0), every check PASS or N.A. (the hardware's, above). The figures
     # across the hosts are judged against their links' bounds (a pair above 1.05 x its line rate
-    # ERRORs: the FAKE rate would be wrong); local's floors for gloo over TCP are 0.9 x the lowest
-    # reading of healthy runs of this lab beside other lab tests on 2 cores (thresholds/local.yaml,
-    # docs/measurements.md): a miss names the figure and its floor here.
+    # ERRORs: the FAKE rate would be wrong); local's gloo floors across nodes (all-reduce,
+    # reduce-scatter, all-to-all, send/recv) are 0.9 x the lowest reading of healthy runs of this lab
+    # beside other lab tests on 2 cores, the pairs 0.9 x line rate, the all-gather nvidia-base's
+    # 0.74 (thresholds/local.yaml, docs/measurements.md): a miss names the figure and its floor here.
     status = {(r["criterion"], r["host"]): r["status"] for r in recs}
     across = ("net_pair_bandwidth", "multinode_allreduce", "train_scaling_nodes", "multinode_alltoall_busbw",
               "rail_alltoall_busbw", "multinode_allgather_busbw", "multinode_reduce_scatter_busbw",
@@ -230,5 +241,6 @@ def test_new_user_walkthrough(lab, tmp_path):
     assert "will ERROR or be N.A. in a run" not in first, first
     assert f"data_iface {lab.hosts[0].veth_host} ({RATE_MBPS / 1000:g} Gb/s, up)" in first, first
     # no probe temp dir left on the hosts (they share this filesystem)
-    left = [f["workdir"] for f in res["hosts"].values() if "workdir" in f and Path(f["workdir"]).exists()]
+    left = [f["workdir"] for run in runs for f in run["hosts"].values()
+            if "workdir" in f and Path(f["workdir"]).exists()]
     assert not left, left
