@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,6 +69,19 @@ def leftovers(results) -> list[str]:
 
 def by_key(results):
     return {(r["criterion"], r["host"]): r for r in results["results"]}
+
+
+def stalled(r: dict) -> bool:
+    """A storage read FAILed only as 'unstable' (its attempts' spread), its best attempt at or above
+    its floor and no host below the aggregate's per-host minimum: one attempt this VM's one disk
+    stalled, read and written by the other test workers at that moment (0.011-0.041 GB/s, the next
+    attempt 0.17-1.26: fresh clones cb7d80e, 0a77ae6, f04442b). The right verdict on a cluster; here
+    the machine's, not the lab hosts'."""
+    floor = re.match(r">= ([\d.]+)", str(r.get("expected") or ""))
+    return (r["status"] == "FAIL" and r["criterion"].startswith("storage_read")
+            and "unstable:" in r["message"] and "below the per-host minimum" not in r["message"]
+            and floor is not None and isinstance(r.get("measured"), (int, float))
+            and r["measured"] >= float(floor[1]))
 
 
 def test_parity_fails_the_odd_host_and_dead_host_errors(lab, tmp_path):
@@ -577,9 +591,13 @@ criteria:
 """)
     golden = []
     for name in ("a", "b"):
-        rc, res, out = accept(tmp_path / name, "--inventory", str(inv), "--profile", str(quick))
+        for again in ("", "-again"):  # a golden run the VM's disk stalled (stalled()): one more
+            rc, res, out = accept(tmp_path / (name + again), "--inventory", str(inv), "--profile", str(quick))
+            missed = [r for r in (res or {"results": []})["results"] if r["status"] not in ("PASS", "N.A.")]
+            if not missed or not all(stalled(r) for r in missed):
+                break
         assert rc == 0 and not res["meta"]["partial"], out[-3000:]
-        golden.append(tmp_path / name / "report")
+        golden.append(tmp_path / (name + again) / "report")
     site = tmp_path / "site.yaml"
     p = subprocess.run([sys.executable, "-m", "signoff", "calibrate", *map(str, golden), "--out", str(site)],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -24,6 +24,7 @@ import pytest
 import yaml
 from lab import Lab
 from test_command import copy_of_the_clone, signoff
+from test_lab_acceptance import stalled
 from test_network_lab import shaped, speed_sysfs
 
 from signoff import hostlist, inventory
@@ -117,15 +118,6 @@ def warnings(out: str) -> list[tuple[list[str], list[str], str]]:
         if m:
             found.append((hostlist.expand(m[1]), m[2].split(", "), m[3]))
     return found
-
-
-def stalled(r: dict) -> bool:
-    """A storage read FAILed only as 'unstable' (its attempts' spread), its best attempt at or above
-    its floor and no host below the aggregate's per-host minimum: one attempt the disk stalled."""
-    floor = re.match(r">= ([\d.]+)", str(r.get("expected") or ""))
-    return (r["criterion"].startswith("storage_read") and "unstable:" in r["message"]
-            and "below the per-host minimum" not in r["message"] and floor is not None
-            and isinstance(r.get("measured"), (int, float)) and r["measured"] >= float(floor[1]))
 
 
 def test_new_user_walkthrough(lab, tmp_path):
