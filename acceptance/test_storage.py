@@ -108,16 +108,18 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
         **{f"{w} read alone": f"{', '.join(p['read_alone']) or 'none'}; at once (own disks): "
                               f"{', '.join(p['at_once']) or 'none'}"
            for w, p in info["alone_reads"].items()}}), "aggregate read")
-    if ov["coverage"] < storage.MIN_OVERLAP:
-        check.record(measured, limit.expected, limit.unit, limit.source, info)
-        raise ProbeError(f"all hosts: the reads overlapped for {ov['seconds']:.2f} s only "
-                         f"({ov['coverage']:.0%} of a host's read): the hosts did not read at the "
-                         f"same moment (clock offsets {info['clock_offsets_s']})")
+    # a host's path the cache serves spoils the figure however the reads overlapped: named first,
+    # as it holds on every run (the overlap depends on the moment: a loaded controller's start)
     cached = [n for n, d in docs.items() if not d["cache"]["defeated"]]
     if cached:
         check.record(measured, limit.expected, limit.unit, limit.source, info)
         raise ProbeError(f"all hosts: aggregate {measured} GB/s is not a storage figure: the page "
                          f"cache could not be bypassed on {', '.join(cached)}")
+    if ov["coverage"] < storage.MIN_OVERLAP:
+        check.record(measured, limit.expected, limit.unit, limit.source, info)
+        raise ProbeError(f"all hosts: the reads overlapped for {ov['seconds']:.2f} s only "
+                         f"({ov['coverage']:.0%} of a host's read): the hosts did not read at the "
+                         f"same moment (clock offsets {info['clock_offsets_s']})")
     n = f"{len(docs)} host{'s' if len(docs) > 1 else ''}"
     what = f"aggregate read of {n} at once over {ov['seconds']:.1f} s of {d0['path']} " \
            f"({storage.describe(d0)}{retry.said(got, limit.unit)})"
