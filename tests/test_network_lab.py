@@ -69,7 +69,7 @@ def test_healthy_lab_passes_with_iperf3(lab, tmp_path):
     # the collectives across the hosts in the all-reduce's run (one rendezvous): the all-to-all over
     # every host and each rail's (one gloo rank a host: rail 0 holds them all), each exact
     a2a = r[("multinode_alltoall_busbw", "all hosts")]
-    assert a2a["status"] == "PASS" and a2a["measured"] > 0.04 and a2a["unit"] == "GB/s", a2a
+    assert a2a["status"] == "PASS" and a2a["measured"] > 0.02 and a2a["unit"] == "GB/s", a2a
     assert [x["bytes"] for x in a2a["details"]["rows"]] == [256 << 10, 512 << 10, 1 << 20], a2a
     rail = r[("rail_alltoall_busbw", "all hosts")]
     assert rail["status"] == "PASS" and list(rail["details"]["rails"]) == ["0"], rail
@@ -193,7 +193,7 @@ def test_shaped_link_fails_that_pair_after_its_attempts_and_bisection_names_the_
     assert multi["details"]["bisection"]["slow_hosts"] == ["lab3"]
     # the all-to-all over every host and the rail split name the slowed host from the same pairs
     a2a = r[("multinode_alltoall_busbw", "all hosts")]
-    assert a2a["status"] == "FAIL" and a2a["measured"] < 0.04, a2a
+    assert a2a["status"] == "FAIL" and a2a["measured"] < 0.02, a2a
     assert "likely cause: slow host lab3 (pairwise all-to-all busbw GB/s: lab1->lab2" in a2a["message"], a2a
     rail = r[("rail_alltoall_busbw", "all hosts")]
     assert rail["status"] == "FAIL" and rail["details"]["bisection"]["0"]["slow_hosts"] == ["lab3"], rail
