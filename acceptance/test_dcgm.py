@@ -4,7 +4,7 @@ before any other check loads the GPUs, judged per GPU; the raw JSON kept in the 
 from signoff.check import not_applicable
 from signoff.dcgm import judge
 from signoff.fleet import ProbeError
-from signoff.printable import escape
+from signoff.render import render
 
 
 def test_dcgm_diag(host, gpus, profile, check, dcgm, fleet, attach):
@@ -27,7 +27,7 @@ def test_dcgm_diag(host, gpus, profile, check, dcgm, fleet, attach):
     raw = doc.get("raw")
     kept = f"; raw output: {raw}" if raw else "; no raw output to keep"
     if raw:  # the row links the file (report.html sits beside dcgm/): the provider's RMA evidence
-        attach("html", f"<a href='{escape(raw)}'>{escape(raw)}</a>", "DCGM's raw JSON")
+        attach("html", render("templates/link.jinja2", href=raw, text=raw), "DCGM's raw JSON")
     # this host's diagnostic's start and end (UTC): every host's ran at once, each to its own timeout
     details = {"level": lvl, "command": doc.get("command"), "rc": doc.get("rc"),
                "elapsed_s": doc.get("elapsed_s"), "raw": raw, "stderr": doc.get("stderr"),
@@ -42,7 +42,7 @@ def test_dcgm_diag(host, gpus, profile, check, dcgm, fleet, attach):
         check.require([f"dcgmi diag -r {lvl} exit {doc.get('rc')}: {why}"
                        + (f"; stderr: {err}" if err else "") + kept],
                       len(gpus), expected, t.source, cause=judge.CAUSE_CLOSED, details=details)
-    res = judge.judge(parsed, gpus, t.extra.get("allow_skip") or ())
+    res = judge.judge(parsed, gpus, t.extra)  # its level's tests, allow_skip
     details.update(dcgm_version=(parsed.get("metadata") or {}).get("version"), tests=res["tests"],
                    gpus=res["gpus"], actions=res["actions"], not_run=res["not_run"], allowed=res["allowed"])
     for act in res["actions"]:

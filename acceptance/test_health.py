@@ -35,8 +35,7 @@ def test_xid_history(host, gpus, profile, check, health):
     if doc.get("error"):
         raise ProbeError(f"{host}: kernel log unreadable, so no XID history: {doc['error']}")
     counts = {int(k): v for k, v in doc["counts"].items()}
-    fatal = {c: n for c, n in sorted(counts.items()) if c in t.extra["codes"]}
-    devices = {c: sorted({x["device"] for x in doc["xids"] if x["xid"] == c}) for c in fatal}
+    fatal, said, others = judge.xid_history(doc, t.extra["codes"], t.extra.get("rows") or {}, gpus)
     end = health.run_start(host.name)
     # strict: the window's part of this boot, or require_history's span before the run
     need_from = end - soak.parse_duration(need) if need else max(doc["since"], doc.get("boot") or 0)
@@ -55,12 +54,9 @@ def test_xid_history(host, gpus, profile, check, health):
         check.note(f"kernel log {cover}: the rest of the {soak.human_duration(window)} window is unseen")
     what = (f"fatal XIDs in the kernel log ({doc['source']}) over {over}"
             + (f" ({cover})" if cover else "")
-            + (": " + ", ".join(f"XID {c} x{n} on {', '.join(devices[c]) or '?'}" for c, n in fatal.items())
-               if fatal else "")
-            + (f"; others: {', '.join(f'XID {c} x{n}' for c, n in counts.items() if c not in fatal)}"
-               if len(counts) > len(fatal) else ""))
-    check.expect(sum(fatal.values()), t, what, cause="a failing GPU, HBM or NVLink: see NVIDIA's XID "
-                 "catalog for the code", details={**doc, "window_s": window, "covers": cover})
+            + (f": {said}" if said else "") + (f"; others: {others}" if others else ""))
+    check.expect(sum(fatal.values()), t, what, cause=judge.xid_cause(fatal),
+                 details={**doc, "window_s": window, "covers": cover})
 
 
 def test_xid_during_run(host, gpus, check, health):
@@ -141,12 +137,12 @@ def test_sdc(host, fleet, check, health):
     for n in fleet.names:
         if n == host.name:
             continue
-        try:
+        try:  # a peer's document this host is not judged by (that host's own check says why)
             other = health.sdc(n)
-        except Exception:  # noqa: BLE001 - that host's own check says why
+            if not other.get("error") and sdc_class(other) == key:
+                peers[n] = judge.sdc_host(other)[1]
+        except Exception:  # noqa: BLE001 - unreadable, or of a shape no probe prints
             continue
-        if not other.get("error") and sdc_class(other) == key:
-            peers[n] = judge.sdc_host(other)[1]
     against, ties = judge.sdc_fleet(peers, host.name)
     fails += against
     if ties and not fails:  # nothing here says which host computes wrongly: never blame the good one

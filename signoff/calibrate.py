@@ -1,20 +1,22 @@
 """A site profile from runs on nodes you trust ("golden" runs):
 
-    signoff calibrate reports/<run1>/ reports/<run2>/ ... --out thresholds/site-a100.yaml [--margin M]
+    signoff calibrate reports/<run1>/ reports/<run2>/ reports/<run3>/ --out thresholds/site-a100.yaml
 
 writes a profile that `extends` the runs' profile, with every figure they measured as a
 threshold: the slowest host, GPU or pair of any run times the margin (the hottest over the
 margin for a maximum, such as a temperature), never looser than a cited threshold of the class.
-With two runs or more, each criterion's margin comes from its measured run-to-run spread (the
-largest wrong-way move of one host's figure between the runs, as `python -m signoff.baseline
-spread` measures it): margin = 1 - baseline.MULTIPLE x the spread, so the next run of the same
-healthy hosts, moving as far again the other way, still passes; --margin caps it. A criterion
-without a spread (one run, one figure a host, a zero) takes --margin (default 0.9), said so.
-Each `source:` names the runs (run ids, UTC times, hosts, GPU serials, suite version, profile)
-and the rule with the spread it used. A run whose verdict is not PASS (a FAIL, an ERROR, a run
-that was not complete), a run with any check ERROR whatever its verdict, runs judged by other
-profiles, and a margin outside (0, 1] are refused (exit code 4); the criteria it could not
-calibrate are listed with why, and the `--profile` that names the file it wrote."""
+Each criterion's margin is the loosest of --margin (default 0.9), 1 - the run-to-run tolerance
+the profile records for it (its `baseline:`: how far healthy runs of the class move) and, with two
+runs or more, 1 - baseline.MULTIPLE x their own run-to-run spread (the largest wrong-way move of
+one host's figure between them, as `python -m signoff.baseline spread` measures it), so the next
+run of the same healthy hosts, moving as far again, still passes: runs that agree by chance, or
+one run alone, never set a tighter floor. Each `source:` names the runs (run ids, UTC times,
+hosts, GPU serials, suite version, profile) and the rule with the spread or tolerance it used.
+A run whose verdict is not PASS (a FAIL, an ERROR, a run that was not complete), a run with any
+check ERROR whatever its verdict, a record of a status signoff does not write, a rerun's figures
+carried over from the run it reran (which did not pass), runs judged by other profiles, and a
+margin outside (0, 1] are refused (exit code 4); the criteria it could not calibrate are listed
+with why, and the `--profile` that names the file it wrote."""
 
 from __future__ import annotations
 
@@ -76,7 +78,33 @@ def refusal(doc: dict, margin: float) -> str | None:
                 + (f"{':' if doc['verdict'] != 'PASS' else ' has'} {len(errored)} ERROR "
                    f"({', '.join(errored[:6])}{more}): checks that could not measure; fix the run (or "
                    f"the profile) and run again" if errored else ""))
-    return None
+    odd = sorted({f"{r.get('criterion')}[{r.get('host')}]: {r.get('status')!r}" for r in doc["results"]
+                  if r.get("status") not in results.STATUSES})
+    if odd:  # an edited or foreign results.json: no status signoff writes is a PASS to learn from
+        return (f"{len(odd)} record{'s' * (len(odd) > 1)} of a status signoff does not write ("
+                f"{', '.join(odd[:6])}{' ...' if len(odd) > 6 else ''}): calibrate from a run's own "
+                "results.json")
+    return carried(doc)
+
+
+def carried(doc: dict) -> str | None:
+    """Why a rerun cannot calibrate, or None: the figures it would learn from that it carried over
+    from an earlier run (rerun.carry() stamps each with its run). A run is rerun only where it did
+    not pass, so they were measured on nodes that were not known-good then (a fault that slowed
+    them without failing them sets a floor that lets it through), and the rerun's PASS, the whole
+    sheet's, is not theirs. A rerun that measured every figure itself is its own run."""
+    run, then = doc["meta"].get("run"), doc["meta"].get("rerun") or {}
+    old = [r for r in doc["results"] if r.get("run") not in (None, run) and r.get("status") == "PASS"
+           and catalog.criterion_of(r["criterion"]) in FIGURES and _number(r.get("measured"))]
+    if not old:
+        return None
+    runs = ", ".join(dict.fromkeys(str(r["run"]) for r in old))
+    named = sorted({f"{r['criterion']}[{r['host']}]" for r in old})
+    statuses = ", ".join(f"{n} {s}" for s, n in (then.get("statuses") or {}).items())
+    return (f"a rerun of run {then.get('run') or runs}" + (f" ({statuses})" if statuses else "")
+            + f": {len(named)} of the figures it would calibrate were carried over from run {runs}, which "
+            f"did not pass ({', '.join(named[:10])}{' ...' if len(named) > 10 else ''}): measured on nodes "
+            "that were not known-good; calibrate from whole runs that passed (signoff run, without --rerun)")
 
 
 def provenance(docs: dict | list[dict]) -> str:
@@ -96,42 +124,47 @@ def provenance(docs: dict | list[dict]) -> str:
 
 
 def margins(docs: list[dict], margin: float | None, base: profiles.Profile | None = None) -> dict[str, dict]:
-    """Per criterion, the margin its threshold keeps and why. From two runs on: 1 - the wider of
-    MULTIPLE x its run-to-run spread in these runs (baseline.spreads: the largest wrong-way move
-    of a host's figure between them, the tolerance within [baseline.TOLERANCE, baseline.CEILING])
-    and the tolerance `base` records for it (its `baseline:`, what `signoff.baseline spread`
-    measured over more runs of the class: a few runs that happened to agree must not make a
-    floor the next run misses), at most `margin` where given. One run: `margin` (MARGIN where not
-    given). Keys: margin, why, spread."""
+    """Per criterion, the margin its threshold keeps and why: the loosest of `margin` (MARGIN
+    where not given), 1 - the run-to-run tolerance `base` records for it (its `baseline:`, what
+    `signoff.baseline spread` measured over more runs of the class, else its default) and, from two
+    runs on, 1 - MULTIPLE x these runs' own spread (baseline.spreads: the largest wrong-way move of
+    a host's figure between them, the tolerance within [baseline.TOLERANCE, baseline.CEILING]).
+    These runs' spread only ever widens a margin: runs that agree by chance, or one run alone,
+    never set a floor tighter than the class's healthy runs are known to move, nor than `margin`
+    (issue 51 item 18). Keys: margin, why, spread (where these runs measured one)."""
     cap = MARGIN if margin is None else margin
+    asked = f"--margin {margin:g}" if margin is not None else "the default margin"
     spread = baseline.spreads(docs) if len(docs) > 1 else {}
-    tol = baseline.tolerances(None, base) if base is not None else {"default": 0, "criteria": {}}
+    tol = baseline.tolerances(None, base) if base is not None else {
+        "default": baseline.TOLERANCE, "criteria": {}, "from": "default"}
+    own = base is not None and tol["from"] != "default"  # else no baseline: in the profile's chain
+    whose = f"the profile {base.name}'s recorded" if own else "signoff's default"
+    alone = ("one run measures no spread of its own" if len(docs) < 2 else "no host measured it in two runs")
     out = {}
     for name in FIGURES:
-        s = spread.get(name)
-        kept = tol["criteria"].get(name, tol["default"]) if len(docs) > 1 else 0
-        recorded = (f"profile {base.name}'s recorded run-to-run tolerance {100 * kept:g} % (its baseline:)"
-                    if kept else "")
-        if s is None:
-            m = round(min(cap, 1 - kept), 4)
-            why = f"margin {m:g}" + ("" if len(docs) < 2 else
-                                     " (no run-to-run spread: no host measured it in two runs"
-                                     + (f"; 1 - the {recorded}" if m < cap else "") + ")")
-            out[name] = {"margin": m, "why": why}
-            continue
-        unit = f" {s['unit']}" if s["unit"] else ""
-        runs = (f"the run-to-run spread {100 * s['spread']:.1f} % ({s['low']:g}-{s['high']:g}{unit} over "
-                f"{s['runs']} runs)")
-        if kept > s["tolerance"]:
-            m = round(1 - kept, 4)
-            why = f"margin {m:g}: 1 - the {recorded}, wider than {baseline.MULTIPLE} x {runs}"
+        s, kept = spread.get(name), tol["criteria"].get(name, tol["default"])
+        recorded = f"{whose} run-to-run tolerance {100 * kept:g} %" + (" (its baseline:)" if own else "")
+        # (margin, rank, rule): the loosest wins; on a tie the measured spread, then the record
+        took = [(round(1 - kept, 4), 1, f"1 - {recorded}"), (cap, 2, asked)]
+        if s:
+            runs = (f"the run-to-run spread {100 * s['spread']:.1f} % ({s['low']:g}-{s['high']:g}"
+                    f"{' ' + s['unit'] if s['unit'] else ''} over {s['runs']} runs)")
+            within = f"{100 * baseline.TOLERANCE:g}-{100 * baseline.CEILING:g} %"
+            measured = (round(1 - s["tolerance"], 4), 0,
+                        f"1 - {baseline.MULTIPLE} x {runs}, the tolerance within {within}")
+            took.append(measured)
+        m, rank, rule = min(took)
+        if rank == 0:
+            why = f"margin {m:g}: {rule}"
+        elif rank == 1:
+            why = (f"margin {m:g}: {rule}"
+                   + (f", wider than {baseline.MULTIPLE} x {runs}" if s else f": {alone}")
+                   + (f" ({asked} is tighter than it)" if margin is not None and margin > m else ""))
+        elif s:
+            why = f"margin {m:g} ({asked}; the spread's margin {measured[0]:g}: {measured[2]})"
         else:
-            m = round(1 - s["tolerance"], 4)
-            why = (f"margin {m:g}: 1 - {baseline.MULTIPLE} x {runs}, the tolerance within "
-                   f"{100 * baseline.TOLERANCE:g}-{100 * baseline.CEILING:g} %")
-        if margin is not None and margin < m:
-            m, why = margin, f"margin {margin:g} (--margin; the spread's {why})"
-        out[name] = {"margin": m, "why": why, "spread": s}
+            why = f"margin {m:g} ({asked}; {recorded} is narrower; {alone})"
+        out[name] = {"margin": m, "why": why, **({"spread": s} if s else {})}
     return out
 
 
@@ -176,8 +209,9 @@ def _aggregate(doc: dict, passed: list[dict], t: profiles.Threshold, margin: flo
 def calibrate(docs: dict | list[dict], base: profiles.Profile, margin: float | None = None,
               said: dict | None = None) -> tuple[dict, dict[str, str]]:
     """(criteria section of the site profile, criterion -> why it was not calibrated), from one
-    run's document or several (margins(): each criterion's margin from their spread); `said`, where
-    given, gets each calibrated criterion's margin and where it came from."""
+    run's document or several (margins(): each criterion's margin, widened to the recorded
+    tolerance and their spread); `said`, where given, gets each calibrated criterion's margin and
+    where it came from."""
     docs = [docs] if isinstance(docs, dict) else docs
     out, skipped = {}, {}
     prov, kept = provenance(docs), margins(docs, margin, base)
@@ -278,7 +312,7 @@ def _read(report_dir: Path) -> dict:
 def site_profile(report_dirs: Path | list[Path], margin: float | None = None, out: Path | None = None,
                  said: dict | None = None) -> tuple[dict, dict[str, str]]:
     """(the site profile, criterion -> why it was not calibrated) from one run's report
-    directory or several; `margin` None: MARGIN for one run, the spread's for several."""
+    directory or several; `margin` None: MARGIN, widened where margins() says."""
     dirs = [report_dirs] if isinstance(report_dirs, (str, Path)) else list(report_dirs)
     docs = [_read(d) for d in dirs]
     for d, doc in zip(dirs, docs):
@@ -306,8 +340,8 @@ def site_profile(report_dirs: Path | list[Path], margin: float | None = None, ou
     criteria, skipped = calibrate(docs, base, margin, said)
     hosts = sorted({h for doc in docs for h in doc["meta"]["hosts"]})
     runs = ", ".join(str(doc["meta"].get("run")) for doc in docs)
-    how = (f"margin {MARGIN if margin is None else margin:g}" if len(docs) == 1 else
-           "margins from their run-to-run spread" + (f", at most {margin:g}" if margin is not None else ""))
+    how = (f"margins at most {MARGIN if margin is None else margin:g}, wider where the profile's recorded "
+           "run-to-run tolerance" + (" or the runs' spread" if len(docs) > 1 else "") + " is")
     return ({"extends": extends,
              "description": f"{base.description or base.name}, calibrated on {hostlist.fold(hosts)} "
                             f"(run{'s' * (len(docs) > 1)} {runs}, {how})",
@@ -317,12 +351,13 @@ def site_profile(report_dirs: Path | list[Path], margin: float | None = None, ou
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="signoff calibrate", description=__doc__.splitlines()[0])
     ap.add_argument("report_dirs", type=Path, nargs="+", metavar="RUN",
-                    help="known-good runs' report directories (results.json): two or more set each "
-                         "criterion's margin from their run-to-run spread")
+                    help="known-good runs' report directories (results.json): two or more widen each "
+                         "criterion's margin to their run-to-run spread")
     ap.add_argument("--out", type=Path, required=True, help="the site profile to write (YAML)")
     ap.add_argument("--margin", type=float, default=None,
-                    help=f"a threshold is the slowest measured figure times this: with one run, the margin "
-                         f"(default {MARGIN:g}); with several, the most any criterion's spread may give")
+                    help=f"a threshold is the slowest measured figure times this (default {MARGIN:g}), "
+                         "or less where the profile's recorded run-to-run tolerance or the runs' spread "
+                         "is wider")
     a = ap.parse_args(argv)
     try:
         margins_said: dict[str, str] = {}
@@ -331,10 +366,12 @@ def main(argv=None) -> int:
         print(f"signoff calibrate: {exc}", file=sys.stderr)
         return results.EXIT_USAGE  # refused, as the command refuses bad options: nothing written
     a.out.parent.mkdir(parents=True, exist_ok=True)  # --out thresholds/site.yaml in a fresh directory
-    one = MARGIN if a.margin is None else a.margin
-    said = ([f"{name}: {why}" for name, why in margins_said.items()] if len(a.report_dirs) > 1 else
-            [f"one run: margin {one:g} for every criterion (two known-good runs or more set each "
-             "criterion's margin from their run-to-run spread)"])
+    said = [f"{name}: {why}" for name, why in margins_said.items()]
+    if len(a.report_dirs) == 1:  # said first: the floors of one run are the loosest it may set
+        said.insert(0, f"one run: no run-to-run spread of its own: each margin is "
+                       f"{MARGIN if a.margin is None else a.margin:g}, or 1 - the run-to-run tolerance the "
+                       "profile records where that is wider; two known-good runs or more also measure "
+                       "their spread (docs/profiles.md, Calibration)")
     head = (f"# Written by signoff calibrate {' '.join(map(str, a.report_dirs))}"
             + (f" --margin {a.margin:g}" if a.margin is not None else "") + "\n"
             + "".join(f"# {line}\n" for line in said)

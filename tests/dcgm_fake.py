@@ -6,17 +6,19 @@ REQUIRED below, checked by valid()); statuses as dcgmi prints them (dcgmi/Diag.c
 Warn, Fail, Not Run); error ids, categories and severities of dcgmlib/dcgm_errors.h
 (DCGM_FR_PCI_REPLAY_RATE 3, DCGM_FR_VOLATILE_DBE_DETECTED 4, DCGM_FR_PENDING_ROW_REMAP 85;
 HARDWARE_MEMORY 10, HARDWARE_PCIE 13; MONITOR 1, ISOLATE 2, RESET 6). The tests of r3 by
-category follow the levels of NVIDIA's DCGM diagnostics guide (software; memory, diagnostic;
+category are DCGM 4.x's on an H200 (NVIDIA/DCGM nvvs/src/NvidiaValidationSuite.cpp FillTestVectors;
+each plugin's category nvvs/include/PluginStrings.h: software; memory, diagnostic, nvbandwidth;
 pcie; targeted_stress, targeted_power, memory_bandwidth); the messages are stand-ins in DCGM's
-words, not a recording of a real GPU."""
+words, not a recording of a real GPU. What dcgmi leaves out is left out as dcgmi/Diag.cpp does
+(HelperJsonAddResult): a GPU a test did not run on (Not Run) has no result in that test."""
 
 from __future__ import annotations
 
 import copy
 import json
 
-R3 = [("Deployment", ["software"]), ("Hardware", ["memory", "diagnostic"]), ("Integration", ["pcie"]),
-      ("Stress", ["targeted_stress", "targeted_power", "memory_bandwidth"])]
+R3 = [("Deployment", ["software"]), ("Hardware", ["memory", "diagnostic", "nvbandwidth"]),
+      ("Integration", ["pcie"]), ("Stress", ["targeted_stress", "targeted_power", "memory_bandwidth"])]
 VERSION = "4.6.0"
 # the schema's required keys, level by level (dcgm_diag_schema.json "required")
 REQUIRED = {"top": ("DCGM Diagnostic",), "category": ("category", "tests"),
@@ -32,6 +34,12 @@ ROW_REMAP = {"warning": "GPU 2 had uncorrectable memory errors and row remapping
              "error_severity": 6}
 PCIE_REPLAY = {"warning": "Detected more than 8 PCIe replays per minute for GPU 0 : 12.",
                "error_id": 3, "error_category": 13, "error_severity": 1}
+# an error on no GPU (DcgmError::GpuIdTag::Unknown): DCGM_FR_INTERNAL 44, TRIAGE 4, INTERNAL_OTHER 16
+# (dcgmlib/src/dcgm_errors.c), its message as NVBandwidthPlugin.cpp words it; dcgmi puts it in the
+# test's test_summary only (Diag.cpp HelperJsonAddTestSummary: every error; a result: its entity's)
+NO_GPU_ERROR = {"warning": "There was an internal error during the test: 'Couldn't find the nvbandwidth "
+                           "executable which is required; the install may have failed.'",
+                "error_id": 44, "error_category": 16, "error_severity": 4}
 
 
 def passing(serials: list[str], device_id: str = "2335") -> dict:
@@ -61,6 +69,48 @@ def with_result(doc: dict, test: str, gpu: int, status: str, warnings=()) -> dic
     return doc
 
 
+def without_result(doc: dict, test: str, gpu: int) -> dict:
+    """`test` did not run on `gpu` (Not Run): dcgmi prints no result for it there (Diag.cpp)."""
+    doc = copy.deepcopy(doc)
+    for c in doc["DCGM Diagnostic"]["test_categories"]:
+        for t in c["tests"]:
+            if t["name"] == test:
+                t["results"] = [r for r in t["results"] if r["entity_id"] != gpu]
+    return doc
+
+
+def with_summary(doc: dict, test: str, status: str, warnings=()) -> dict:
+    """`test`'s test_summary alone says `status`, its `warnings` on no GPU; every result as it was."""
+    doc = copy.deepcopy(doc)
+    for c in doc["DCGM Diagnostic"]["test_categories"]:
+        for t in c["tests"]:
+            if t["name"] == test:
+                t["test_summary"] = {"status": status, **({"warnings": [dict(w) for w in warnings]}
+                                                          if warnings else {})}
+    return doc
+
+
+def only_categories(doc: dict, *categories: str) -> dict:
+    """The document with those test categories alone (the others' tests absent)."""
+    doc = copy.deepcopy(doc)
+    diag = doc["DCGM Diagnostic"]
+    diag["test_categories"] = [c for c in diag["test_categories"] if c["category"] in categories]
+    return doc
+
+
+def skipped(doc: dict, test: str) -> dict:
+    """`test` Skip on every GPU with no reason in the JSON: a test the SKU file disables for the GPU
+    (is_allowed false: DCGM_FR_TEST_DISABLED, logged by AddInfo, not printed; NVBandwidthPlugin.cpp)."""
+    doc = copy.deepcopy(doc)
+    for c in doc["DCGM Diagnostic"]["test_categories"]:
+        for t in c["tests"]:
+            if t["name"] == test:
+                for r in t["results"]:
+                    r["status"] = "Skip"
+                t["test_summary"] = {"status": "Skip"}
+    return doc
+
+
 def cases(serials: list[str]) -> dict[str, dict]:
     """The stand-in's answers (SIGNOFF_FAKE_DCGMI documents) by case name."""
     ok = passing(serials)
@@ -77,6 +127,10 @@ def cases(serials: list[str]) -> dict[str, dict]:
         "warn": diag(with_result(ok, "pcie", 0, "Warn", [PCIE_REPLAY])),
         "skip": diag(with_result(ok, "targeted_power", 3, "Skip", [skip_why])),
         "not_run": diag(with_result(ok, "memory_bandwidth", 2, "Not Run")),
+        "gpu_missing": diag(without_result(ok, "memory", min(5, len(serials) - 1))),
+        "summary_fail": diag(with_summary(ok, "nvbandwidth", "Fail", [NO_GPU_ERROR]), rc=226),
+        "missing_tests": diag(only_categories(ok, "Deployment", "Integration")),
+        "nvbandwidth_skip": diag(skipped(ok, "nvbandwidth")),
         "no_categories": diag({"DCGM Diagnostic": {"test_categories": []},
                                "metadata": {"version": VERSION}}),
         "hang": diag(ok, hang=600),

@@ -24,8 +24,13 @@ CLEAN = 2 << 0 | 2 << 2 | 2 << 4 | 2 << 6 | 1 << 8 | 1 << 12 | 1 << 14
 DEGRADED_BW = (CLEAN & ~0x3) | 1  # the degraded-bandwidth field TRUE
 
 
-def fabric(state=3, status=0, uuid=RACK, clique=1, mask=CLEAN) -> dict:
-    return {"state": state, "status": status, "cluster_uuid": uuid, "clique_id": clique, "health_mask": mask}
+# NVML's health summary of a v3 struct (pynvml NVML_GPU_FABRIC_HEALTH_SUMMARY_*)
+HEALTHY, UNHEALTHY, LIMITED_CAPACITY = 1, 2, 3
+
+
+def fabric(state=3, status=0, uuid=RACK, clique=1, mask=CLEAN, summary=HEALTHY) -> dict:
+    return {"state": state, "status": status, "cluster_uuid": uuid, "clique_id": clique, "health_mask": mask,
+            "health_summary": summary}
 
 
 HGX = fabric(uuid="00" * 16, clique=0)  # an HGX board: one fabric manager, no rack domain

@@ -121,6 +121,8 @@ class FakeNV:
         info.status, info.cliqueId, info.state = f["status"], f["clique_id"], f["state"]
         if hasattr(info, "healthMask"):
             info.healthMask = f["health_mask"]
+        if hasattr(info, "healthSummary"):  # v3; 0: not supported
+            info.healthSummary = f.get("health_summary", 0)
 
     def nvmlDeviceGetGpuFabricInfoV(self, h, ref):
         if self.fabric_api == "v1":

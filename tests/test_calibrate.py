@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from signoff import InputError, calibrate, profiles
+from signoff import InputError, baseline, calibrate, profiles
 from signoff.storage import judge as storage_judge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,28 +48,32 @@ def cli(*args):
 
 def test_a_known_good_run_writes_a_profile_of_its_figures_that_loads(tmp_path):
     out = tmp_path / "site-h200.yaml"
-    p = cli(recorded_run(tmp_path), "--out", out, "--margin", "0.98")
+    p = cli(recorded_run(tmp_path), "--out", out, "--margin", "0.95")
     assert p.returncode == 0, p.stderr
     prof = profiles.load(str(out))
     assert "h200-1x" in prof.chain and prof.chain[-1] == "site-h200"
     rec = json.loads(RECORDED.read_text())  # the recorded run's own figures
     got = {r["criterion"]: r.get("measured") for r in rec["results"]}
     t = prof.threshold("train_throughput")
-    assert t.value == pytest.approx(0.98 * got["train_throughput"], rel=1e-3)  # the run's figure x the margin
-    assert prof.threshold("hbm_bandwidth").value == pytest.approx(0.98 * got["hbm_bandwidth"], rel=1e-3)
-    assert prof.threshold("storage_read_seq").value == pytest.approx(0.98 * 5.2, rel=1e-3)
+    assert t.value == pytest.approx(0.95 * got["train_throughput"], rel=1e-3)  # the run's figure x the margin
+    assert prof.threshold("hbm_bandwidth").value == pytest.approx(0.95 * got["hbm_bandwidth"], rel=1e-3)
+    # where the class records a wider run-to-run tolerance (its baseline:), 1 - that is the margin
+    seq, mem = (profiles.load("h200-1x").baseline["criteria"][c]
+                for c in ("storage_read_seq", "soak_mem_temp"))
+    assert prof.threshold("storage_read_seq").value == max(4.0, round(5.2 * (1 - seq), 3))
     assert prof.threshold("storage_read_seq").extra == profiles.load("h200-1x").threshold(
         "storage_read_seq").extra  # its size, jobs, runtime kept
-    gpu = prof.threshold("soak_gpu_temp")
-    hottest = got["soak_gpu_temp"]
-    assert gpu.op == "max" and gpu.value == pytest.approx(hottest / 0.98, rel=1e-3)  # the hottest / margin
+    hot = prof.threshold("soak_mem_temp")
+    hottest = got["soak_mem_temp"]
+    cited = profiles.load("h200-1x").threshold("soak_mem_temp").value
+    assert hot.op == "max" and hot.value == pytest.approx(min(cited, hottest / (1 - mem)), rel=1e-3)
     # the source names the run: time, hosts, GPU serial, suite version, profile
     run = json.loads(RECORDED.read_text())["meta"]
     src = t.source
     assert f"run {run['run']}" in src and "hosts localhost" in src and "profile h200-1x" in src
     serial = rec["hosts"]["localhost"]["nvidia"]["gpus"][0]["serial"]
     assert f"GPU serials {serial}" in src and f"signoff {run['suite_version']}" in src
-    assert f"the slowest {got['train_throughput']:.3f} TFLOP/s on localhost x margin 0.98" in src
+    assert f"the slowest {got['train_throughput']:.3f} TFLOP/s on localhost x margin 0.95" in src
     text = out.read_text()
     assert "# not calibrated: allreduce_busbw: no figure: N.A." in text
     assert "not calibrated: " in p.stdout and "criteria calibrated" in p.stdout
@@ -84,8 +88,10 @@ def test_the_recorded_figures_pass_the_profile_and_a_figure_20_percent_low_fails
             op = "min" if "min" in spec else "max"
             ok = r["measured"] >= spec["min"] if op == "min" else r["measured"] <= spec["max"]
             assert ok, (r["criterion"], r["measured"], spec)
-            if op == "min":
-                assert r["measured"] * 0.8 < spec["min"], r["criterion"]  # a 20 % drop FAILs
+            # a 20 % drop FAILs, where healthy runs of the class move less (its recorded tolerance)
+            moves = calibrate.baseline.tolerances(None, profiles.load("h200-1x"))
+            if op == "min" and moves["criteria"].get(r["criterion"], moves["default"]) < 0.2:
+                assert r["measured"] * 0.8 < spec["min"], r["criterion"]
 
 
 def test_never_looser_than_a_cited_threshold(tmp_path):
@@ -219,8 +225,9 @@ def test_the_shipped_profile_stands_in_only_for_the_same_bytes(tmp_path):
 def test_the_aggregate_read_is_calibrated_per_node_and_the_golden_fleet_passes_it(tmp_path):
     """32 nodes reading 64 GB/s each at once: the run measured their sum, 2,048 GB/s; the
     profile's minimum is per node (x the fleet's nodes when judged) and node_min each host's
-    share. The calibrated minimum is 64 x 0.9 per node, not the sum (1,843 per node, 58,982
-    for the fleet: the golden fleet failed its own profile; issue 32 item 5)."""
+    share. The calibrated minimum is 64 x the margin per node, not the sum (1,843 per node at 0.9,
+    58,982 for the fleet: the golden fleet failed its own profile; issue 32 item 5); the margin
+    1 - the class's recorded run-to-run tolerance of the aggregate read (42 %: h200-1x's baseline:)."""
     nodes = [f"gpu{i:02d}" for i in range(1, 33)]
     golden = profiles.load("h200-1x").threshold("storage_read_aggregate")
 
@@ -234,9 +241,10 @@ def test_the_aggregate_read_is_calibrated_per_node_and_the_golden_fleet_passes_i
     crit, _ = calibrate.calibrate(doc, profiles.load("h200-1x"), 0.9)
     spec = crit["storage_read_aggregate"]
     assert spec["per"] == golden.extra["per"] == "node"
-    assert spec["min"] == pytest.approx(2048 / 32 * 0.9) and spec["node_min"] == pytest.approx(62 * 0.9)
-    assert "2048 GB/s of all hosts at once / 32 nodes = 64 GB/s per node x margin 0.9" in spec["source"]
-    assert "node_min the lowest share 62 GB/s x margin 0.9" in spec["source"]
+    m = 1 - profiles.load("h200-1x").baseline["criteria"]["storage_read_aggregate"]
+    assert spec["min"] == pytest.approx(2048 / 32 * m) and spec["node_min"] == pytest.approx(62 * m)
+    assert f"2048 GB/s of all hosts at once / 32 nodes = 64 GB/s per node x margin {m:g}" in spec["source"]
+    assert f"node_min the lowest share 62 GB/s x margin {m:g}" in spec["source"]
     out = tmp_path / "site.yaml"
     out.write_text(yaml.safe_dump({"extends": "h200-1x", "criteria": crit}))
     t = profiles.load(str(out)).threshold("storage_read_aggregate")
@@ -293,10 +301,12 @@ def golden_pair(tmp_path: Path) -> tuple[Path, Path]:
 def test_two_golden_runs_set_each_margin_from_their_spread_and_the_next_run_passes(tmp_path):
     """Issue 45 item 5: a margin from the run-to-run spread (1 - 2 x spread, as `signoff.baseline
     spread` gives a tolerance), said in each source with both runs; the worst figure of either run
-    is the base. A third run moving as far again the wrong way PASSes; 20 % below the worst FAILs."""
+    is the base. A third run moving as far again the wrong way PASSes; 20 % below the worst FAILs.
+    --margin 0.95 (the class's recorded 5 %): the spread widens a margin, never narrows it (issue
+    51 item 18), so the 3 % and 5 % spreads show only where --margin allows a margin above 0.9."""
     a, b = golden_pair(tmp_path)
     docs = [calibrate.results.load(d) for d in (a, b)]
-    crit, skipped = calibrate.calibrate(docs, profiles.load("h200-1x"))
+    crit, skipped = calibrate.calibrate(docs, profiles.load("h200-1x"), 0.95)
     multi = crit["multinode_allreduce_busbw"]
     assert multi["min"] == pytest.approx(171 * 0.9), multi  # spread 5 % -> margin 1 - 2 x 5 %
     run_a = docs[0]["meta"]["run"]
@@ -328,7 +338,12 @@ def test_two_golden_runs_set_each_margin_from_their_spread_and_the_next_run_pass
     # --margin caps the spread's: never tighter than asked
     capped, _ = calibrate.calibrate(docs, profiles.load("h200-1x"), 0.8)
     assert capped["multinode_allreduce_busbw"]["min"] == pytest.approx(171 * 0.8)
-    assert "margin 0.8 (--margin; the spread's margin 0.9: " in capped["multinode_allreduce_busbw"]["source"]
+    assert "margin 0.8 (--margin 0.8; the spread's margin 0.9: " \
+        in capped["multinode_allreduce_busbw"]["source"]
+    # no --margin: 0.9, the one-run default, where these runs' spread asks for less headroom
+    plain, _ = calibrate.calibrate(docs, profiles.load("h200-1x"))
+    assert "x margin 0.9 (the default margin; the spread's margin 0.94: 1 - 2 x the run-to-run spread 3.0 %" \
+        in plain["hbm_bandwidth"]["source"], plain["hbm_bandwidth"]["source"]
 
 
 def test_calibrate_of_two_runs_says_the_spread_it_used_and_refuses_one_run_twice(tmp_path):
@@ -380,3 +395,155 @@ def test_the_collectives_beyond_all_reduce_are_calibrated_as_it_is(tmp_path):
         assert "the slowest 38 GB/s on all hosts in run r-second x margin 0.9: 1 - 2 x the run-to-run " \
                "spread 5.0 %" in spec["source"], (c, spec["source"])
         assert "derived" not in spec  # a figure in GB/s now, no longer a fraction of a bound
+
+
+def rerun_of_a_failed_run(tmp_path: Path, again: tuple[str, ...] = ()) -> tuple[Path, dict]:
+    """A rerun's report directory as signoff writes it: the recorded run with its storage FAILs
+    (its XID ERROR injected as a PASS, named so: the run's one fault is the disk) is the earlier
+    run; the rerun measures the storage reads again, PASS at an NVMe host's figures (injected,
+    named so), stamped with its own run, and rerun.carry() adds the earlier run's other records;
+    `again`: more criteria the rerun measured itself. (dir, the earlier run's document)."""
+    from signoff import rerun
+
+    def broken(doc):
+        doc["verdict"] = "FAIL"
+        for r in doc["results"]:
+            if r["criterion"] == "xid_history":
+                r.update(status="PASS", measured=0)
+            elif r["criterion"].startswith("storage_read_"):
+                r.update(status="FAIL")
+    (tmp_path / "earlier").mkdir()
+    then_dir = recorded_run(tmp_path / "earlier", broken)
+    then = calibrate.results.load(then_dir)
+    loaded = rerun.load(str(then_dir))
+    assert loaded["statuses"] == {"FAIL": 3}, loaded["statuses"]  # seq, small, aggregate
+    meta = {**then["meta"], "run": "r-rerun", "started": "2026-12-07T10:00:00+00:00"}
+    figures = {"storage_read_seq": 5.2, "storage_read_small": 3.1}
+    mine = [{**r, "status": "PASS", "measured": figures.get(r["criterion"], r.get("measured")),
+             "run": "r-rerun"} for r in then["results"] if r["status"] == "FAIL" or r["criterion"] in again]
+    doc = {"verdict": "PASS", "meta": meta, "hosts": {}, "results": mine}
+    kept, facts, said = rerun.carry(loaded, doc, {"localhost"})
+    doc["results"] += kept
+    doc["hosts"].update(facts)
+    doc["meta"]["rerun"] = {**rerun.meta(loaded), "carried": len(kept), "merge": said}
+    d = tmp_path / "rerun"
+    d.mkdir()
+    (d / "results.json").write_text(json.dumps(doc))
+    return d, then
+
+
+def test_a_rerun_of_a_failed_run_is_refused_naming_the_figures_it_carried(tmp_path):
+    """Issue 51 item 11: calibrate refused the FAIL run but took its --rerun, whose PASS verdict
+    is the whole sheet's: the HBM, host link, GEMM and training floors came from the run that
+    failed (carried over by the rerun), the source naming the rerun alone. Refused (exit 4,
+    nothing written), naming the file, the run they were measured in and the records."""
+    d, then = rerun_of_a_failed_run(tmp_path)
+    out = tmp_path / "site.yaml"
+    p = cli(d, "--out", out)
+    assert p.returncode == 4 and not out.exists(), p.stdout + p.stderr
+    run = then["meta"]["run"]
+    assert f"{d}: not calibrated: a rerun of run {run} (3 FAIL)" in p.stderr, p.stderr
+    assert f"carried over from run {run}, which did not pass" in p.stderr, p.stderr
+    assert "hbm_bandwidth[localhost]" in p.stderr and "train_throughput[localhost]" in p.stderr, p.stderr
+    # the rerun's own figures are not the reason: only records from the run that failed are named
+    assert "storage_read_seq[localhost]" not in p.stderr, p.stderr
+
+
+def test_a_rerun_that_measured_every_figure_itself_is_calibrated_naming_itself(tmp_path):
+    """The line is where a figure was measured: a rerun that measured every figure again
+    (the earlier run carried only counts and versions) calibrates from its own figures."""
+    doc = json.loads(RECORDED.read_text())
+    every = tuple({r["criterion"] for r in doc["results"]
+                   if calibrate.catalog.criterion_of(r["criterion"]) in calibrate.FIGURES})
+    d, _ = rerun_of_a_failed_run(tmp_path, again=every)
+    prof, _ = calibrate.site_profile(d, 0.9)
+    assert "calibrated from run r-rerun (" in prof["criteria"]["hbm_bandwidth"]["source"]
+
+
+def test_a_record_of_a_status_calibrate_does_not_know_is_refused(tmp_path):
+    """Fail closed: a status that is none of signoff's (an edited or foreign results.json) is
+    not a PASS to learn from, even where the verdict says PASS."""
+    d = recorded_run(tmp_path, lambda doc: [r.update(status="XPASS") for r in doc["results"]
+                                            if r["criterion"] == "hbm_bandwidth"])
+    with pytest.raises(InputError, match=r"not calibrated: 1 record of a status signoff does not write "
+                                         r"\(hbm_bandwidth\[localhost\]: 'XPASS'\)"):
+        calibrate.site_profile(d, 0.9)
+
+
+# the figures of profile local on the 2-core CI VM under other sessions' runs: the worst and best
+# healthy run each (docs/measurements.md, "Run-to-run spread"; tests/test_baseline_spread.py's CPU)
+CPU = {"allreduce_busbw": (0.351, 1.50), "storage_read_seq": (0.752, 2.07),
+       "storage_read_small": (0.63, 1.03), "train_throughput": (0.002423, 0.016408),
+       "train_scaling_host": (0.1493, 1.5445), "train_input_headroom": (12.659, 32.847)}
+
+
+def cpu_run(which: int, run: str, scale: float = 1.0) -> dict:
+    """A results.json of one host of profile local: figure `which` of each (0 the worst, 1 the
+    best) x `scale`."""
+    return {"verdict": "PASS", "meta": {"run": run, "started": "2026-12-07T09:00:00+00:00", "hosts": ["lab1"],
+                                        "profile": "local", "suite_version": "0.1.0"},
+            "hosts": {"lab1": {}},
+            "results": [{"criterion": c, "host": "lab1", "status": "PASS", "measured": f[which] * scale,
+                         "unit": "u", "expected": ">= 0.001 u"} for c, f in CPU.items()]}
+
+
+def passes(crit: dict, doc: dict) -> list[str]:
+    """The records of `doc` the calibrated criteria FAIL (a kept class figure aside)."""
+    return [f"{r['criterion']} {r['measured']:g} < {crit[r['criterion']]['min']:g}" for r in doc["results"]
+            if r["criterion"] in crit and "kept" not in crit[r["criterion"]]["source"]
+            and r["measured"] < crit[r["criterion"]]["min"]]
+
+
+def test_one_run_gets_margins_no_tighter_than_the_recorded_tolerance_so_the_next_healthy_run_passes():
+    """Issue 51 item 18: one lab run calibrated at margin 0.9 FAILed the same healthy hosts the
+    next run (12 false FAILs): local.yaml records that these figures move up to 95 % run to
+    run on a shared machine. One run's margin is no tighter than that tolerance, said in the
+    source; the machine's worst healthy run then PASSes floors calibrated on its best."""
+    base = profiles.load("local")
+    crit, _ = calibrate.calibrate(cpu_run(1, "r-best"), base)
+    assert passes(crit, cpu_run(0, "r-worst")) == []
+    tol = base.baseline["criteria"]["allreduce_busbw"]
+    assert crit["allreduce_busbw"]["min"] == pytest.approx(1.5 * (1 - tol), rel=1e-3)
+    assert f"x margin {1 - tol:g}: 1 - the profile local's recorded run-to-run tolerance {100 * tol:g} % " \
+           "(its baseline:)" in crit["allreduce_busbw"]["source"], crit["allreduce_busbw"]["source"]
+    # --margin asks for tighter: still no tighter than the recorded tolerance, and said so
+    crit, _ = calibrate.calibrate(cpu_run(1, "r-best"), base, 0.98)
+    assert passes(crit, cpu_run(0, "r-worst")) == []
+    assert "(--margin 0.98 is tighter than it)" in crit["allreduce_busbw"]["source"]
+
+
+def test_runs_that_agree_never_make_a_margin_tighter_than_one_run_or_the_recorded_tolerance():
+    """Issue 51 item 18: two runs 1 % apart set a floor at 0.95 of one figure (its tolerance the
+    profile's 5 % default, recorded for no run-to-run move of it), passed by the next healthy run
+    by 1.7 %. Agreeing runs only ever widen a margin: never tighter than --margin (0.9 where not
+    given), nor than the profile's recorded tolerance of the criterion."""
+    base = profiles.load("tests/profiles/lab.yaml")
+    two = [cpu_run(1, "r1"), cpu_run(1, "r2", 0.99)]
+    for doc in two:  # and a figure the profile records no tolerance of: the all-reduce across hosts
+        doc["results"].append({"criterion": "multinode_allreduce", "host": "all hosts", "status": "PASS",
+                               "measured": 0.605 if doc["meta"]["run"] == "r1" else 0.599, "unit": "GB/s",
+                               "expected": ">= 0.04 GB/s"})
+    one, several = calibrate.margins(two[:1], None, base), calibrate.margins(two, None, base)
+    tol = baseline.tolerances(None, base)
+    for name in calibrate.FIGURES:
+        recorded = tol["criteria"].get(name, tol["default"])
+        assert several[name]["margin"] <= min(calibrate.MARGIN, 1 - recorded) + 1e-9, (name, several[name])
+        assert several[name]["margin"] <= one[name]["margin"] + 1e-9, (name, several[name], one[name])
+    multi = several["multinode_allreduce_busbw"]
+    assert multi["margin"] == 0.9 and multi["why"].startswith(  # 0.9, not the spread's 0.95
+        "margin 0.9 (the default margin; the spread's margin 0.95: 1 - 2 x the run-to-run spread 1.0 %"), \
+        multi
+    crit, _ = calibrate.calibrate(two, base)
+    assert crit["multinode_allreduce_busbw"]["min"] == pytest.approx(0.599 * 0.9, rel=1e-3)
+
+
+def test_calibrate_of_one_run_says_each_margin_and_why(tmp_path):
+    """One run on the command line: each criterion's margin printed and written at the file's
+    head, the recorded tolerance named where it is wider than --margin."""
+    out = tmp_path / "site.yaml"
+    p = cli(recorded_run(tmp_path), "--out", out, "--margin", "0.98")
+    assert p.returncode == 0, p.stderr
+    said = ("storage_read_seq: margin 0.64: 1 - the profile h200-1x's recorded run-to-run tolerance 36 % "
+            "(its baseline:): one run measures no spread of its own (--margin 0.98 is tighter than it)")
+    assert f"  {said}\n" in p.stdout and f"# {said}\n" in out.read_text(), p.stdout
+    assert "one run: no run-to-run spread of its own" in p.stdout, p.stdout

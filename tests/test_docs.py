@@ -24,7 +24,9 @@ INVENTORY = str(ROOT / "examples/cluster.yaml")
 
 # Commands no cheap test can run here (real GPU hosts, root, a Slurm allocation, a fresh clone):
 # each names the test that runs it, or what it stands for, in a test that exists.
-CALIBRATE = "tests/test_calibrate.py::test_a_site_profile_written_into_thresholds_of_the_cwd_is_found_by_name"
+# docs/profiles.md's calibration from several golden runs, then the same hosts signed off with it
+CALIBRATE = ("tests/test_lab_acceptance.py::"
+             "test_calibrated_from_two_golden_runs_a_faulted_run_fails_and_its_rerun_completes_it")
 RUN_ELSEWHERE = {
     r"^make test$": ".ci/run::make test",
     r"^git clone ": "tests/test_walkthrough.py::test_new_user_walkthrough",

@@ -250,3 +250,90 @@ def test_notes_are_one_cover_line_per_criterion_hosts_folded():
     assert lines == ["xid_history on 2 hosts node[01-02]: as on node01, covers 1 min: a "
                      "(each host's in results.json)"]
     assert report.note_lines([rec("node01", "covers 1 min: a")]) == ["xid_history on node01: covers 1 min: a"]
+
+
+# ------------------------------------------------------------------ Blackwell's XIDs (issue 51 item 9)
+
+B300_LOG = ROOT / "tests" / "recorded" / "xid" / "b300-8x-xid145.crafted.journal"
+B300_CLOCK = 1_789_084_800.0  # 2026-09-11T00:00:00Z: the crafted log's run (its header)
+BLACKWELL = ("b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72", "gb300-nvl72")
+
+
+def b300_pair(facts: dict) -> None:
+    """The recorded pair made the B300 pair of NVIDIA/open-gpu-kernel-modules issue 1355: its
+    name and PCI addresses (66:00.0, 76:00.0)."""
+    facts["clock"] = B300_CLOCK
+    for g, bus in zip(facts["nvidia"]["gpus"], ("66", "76")):
+        g.update(name="NVIDIA B300 SXM6 AC", pci_device_id="3182", pci_bus_id=f"00000000:{bus}:00.0")
+
+
+def test_crafted_b300_log_with_xid_145_fails_xid_history_naming_host_gpu_code_and_cause(tmp_path):
+    """issue 51 item 9: the crafted B300 log (tests/recorded/xid/, its header says from what):
+    XID 145 (NVLink RLW) that the driver calls Fatal on the TP pair. It passed xid_history under
+    b300-8x-nvlink (fatal codes 48 .. 95 only); now it FAILs naming host, GPU, code, what the
+    driver said and the cause; the Nonfatal 145 of another GPU and the XID 45s are reported."""
+    inv = recorded_host(tmp_path, {"SIGNOFF_KERNEL_LOG": B300_LOG})
+    recorded_facts(tmp_path, b300_pair)
+    r = judged(tmp_path, inv, "-k", "xid_history", profile="b300-8x-nvlink")["xid_history"]
+    assert r["status"] == "FAIL" and r["host"] == "gpunode" and r["measured"] == 2, r
+    m = r["message"]
+    assert "XID 145 x2 on PCI:0000:66:00 (GPU 0), PCI:0000:76:00 (GPU 1): NVLINK_RLW_ERROR, the driver " \
+           "said Fatal (RLW_TAGSTATE, sub-code 0, error status 0x00000002)" in m, m
+    assert "others: XID 145 x1 Nonfatal, XID 45 x2" in m, m
+    assert "likely cause: an NVLink5 error the driver calls fatal" in m, m
+
+
+def test_nvlink5_xids_are_fatal_as_their_line_says_and_154_as_its_recovery_action(tmp_path, monkeypatch):
+    """The probe reads what the driver prints on an NVLink5 line (unit, Fatal / Nonfatal, the
+    intrinfo's sub-code, the error status) and XID 154's recovery action; the judge counts the
+    catalog rows: 144-150 fatal unless the driver said Nonfatal (a line that says neither is
+    fatal: never passed for want of a word), 154 unless the action is None, 137 reported."""
+    log = dmesg(tmp_path / "kern.log", CLOCK - 600, [
+        (CLOCK - 500, "NVRM: Xid (PCI:0000:00:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 "
+                      "0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)"),
+        (CLOCK - 400, "NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x025001c6 "
+                      "0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
+        (CLOCK - 300, "NVRM: Xid (PCI:0000:00:00): 150, an MSE line in a form the probe does not know"),
+        (CLOCK - 200, "NVRM: Xid (PCI:0008:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 "
+                      "(GPU Reset Required)"),
+        (CLOCK - 100, "NVRM: Xid (PCI:0008:01:00): 154, GPU recovery action changed from 0x1 (GPU Reset "
+                      "Required) to 0x0 (None)"),
+        (CLOCK - 50, "NVRM: Xid (PCI:0000:00:00): 137, NVLink: TLC RX PRIV Error")])
+    monkeypatch.setenv("SIGNOFF_KERNEL_LOG", str(log))
+    doc = sysinfo_probe(monkeypatch, tmp_path).kernel_xids("boot")
+    assert doc["kinds"] == {"144": {"Nonfatal": 1}, "149": {"Fatal": 1}, "150": {"unstated": 1},
+                            "154": {"1": 1, "0": 1}}, doc["kinds"]
+    x149 = next(x for x in doc["xids"] if x["xid"] == 149)
+    assert (x149["unit"], x149["severity"], x149["sub_code"], x149["error_status"]) == \
+        ("NETIR_LINK_EVT", "Fatal", 37, "0x00000000"), x149  # gpud PR 1160: XID 149.37
+    t = profiles.load("b300-8x-nvlink").threshold("xid_fatal")
+    assert judge.fatal_xids(doc, t.extra["codes"], t.extra["rows"]) == {149: 1, 150: 1, 154: 1}
+    h100 = profiles.load("h100-8x-nvlink").threshold("xid_fatal")
+    assert judge.fatal_xids(doc, h100.extra["codes"], h100.extra.get("rows") or {}) == {}
+    # an older probe's document (no kinds) or a host's claim of more Nonfatal lines than lines
+    assert judge.fatal_xids({**doc, "kinds": None}, [], t.extra["rows"]) == {144: 1, 149: 1, 150: 1, 154: 2}
+    assert judge.fatal_xids({**doc, "kinds": {"149": {"Nonfatal": 9}}}, [], {149: "severity"}) == {}
+
+
+def test_every_blackwell_class_judges_the_catalog_rows_with_a_source():
+    """b200, b300, gb200, gb300: NVIDIA's Xid catalog rows of 137, 144-150 and 154, each with its
+    rule, the Hopper-era codes still fatal, the source naming the catalog and the B300 report."""
+    rows = {137: "reported", **{c: "severity" for c in range(144, 151)}, 154: "recovery"}
+    for name in BLACKWELL:
+        t = profiles.load(name).threshold("xid_fatal")
+        assert t.extra["rows"] == rows and t.extra["codes"] == [48, 63, 64, 74, 79, 92, 94, 95], name
+        assert t.extra["window"] == "168h" and t.value == 0, name
+        assert "analyzing-xid-catalog" in t.source and "open-gpu-kernel-modules issue 1355" in t.source, name
+        assert "leptonai/gpud PR 1160" in t.source, name
+
+
+@pytest.mark.parametrize("rows, where", [
+    ("{145: fatal_maybe}", "xid_fatal.rows.145: expected one of fatal, severity, recovery, reported"),
+    ("{'145': severity}", "xid_fatal.rows: expected XID numbers as keys"),
+    ("[145]", "xid_fatal.rows: expected a mapping of XID number to rule"),
+    ("{79: severity}", "xid_fatal.rows.79: also in codes"),
+])
+def test_xid_rows_are_checked(tmp_path, rows, where):
+    site_profile(tmp_path, f"{{codes: [79], rows: {rows}}}")
+    with pytest.raises(InputError, match=where.replace(".", r"\.")):
+        profiles.load(str(tmp_path / "site.yaml"))

@@ -7,10 +7,13 @@ from signoff import InputError
 CRITERIA = {
     # GPUs DCGM failed or warned on (or did not test); extra: level (dcgmi diag -r, default 3),
     # timeout (s, default per level), optional (no dcgmi or host engine: N.A. instead of ERROR),
-    # allow_skip (DCGM tests whose Skip / Not Run is said, not an ERROR)
-    "dcgm_diag": {"type": "number", "ops": ("max",), "extra": ("level", "timeout", "optional", "allow_skip")},
+    # tests ({level: the DCGM tests it runs on every GPU}: one absent is not a pass), allow_skip
+    # (DCGM tests whose Skip DCGM printed is said, not an ERROR: a list, or {test: why})
+    "dcgm_diag": {"type": "number", "ops": ("max",),
+                  "extra": ("level", "timeout", "optional", "tests", "allow_skip")},
 }
 PLUGIN = "signoff.dcgm.plugin"
+REPORT_DIRS = ("dcgm",)  # the report dir's dcgm/<host>.json: dcgmi's stdout verbatim
 
 
 def check_extra(name: str, value, extra: dict, where: str) -> None:

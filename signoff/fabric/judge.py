@@ -5,6 +5,9 @@ IMEX daemon. Field meanings: NVML API reference, nvmlFabricDefs and nvmlGpuFabri
 
 from __future__ import annotations
 
+import json
+
+from signoff.fleet import ProbeError
 from signoff.hostlist import fold
 
 STATES = {0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}
@@ -18,6 +21,11 @@ CONFIG = {2: "incorrect system GUID", 3: "incorrect chassis serial number", 4: "
           5: "insufficient NVLinks", 6: "incompatible GPU firmware", 7: "invalid location",
           8: "GPU state invalid"}
 GFM_SHIFT = 14  # the global fabric manager's connection: 1 connected, 2 disconnected (reported only)
+# v3's health summary, NVML's own verdict over the mask (NVML_GPU_FABRIC_HEALTH_SUMMARY_* in
+# nvmlFabricDefs, nvidia-ml-py pynvml.py): 0 not supported, 1 healthy, 2 unhealthy, 3 limited
+# capacity. Not supported or absent (v1, v2) leaves the mask to judge; any other value is a fault
+SUMMARY_OK = (None, 0, 1)
+SUMMARY = {2: "UNHEALTHY", 3: "LIMITED_CAPACITY"}
 CAUSE_HGX = ("the fabric manager (nvidia-fabricmanager) not running or failed on this node: NCCL falls "
              "back to PCIe and CUDA reports the system not ready")
 CAUSE_RACK = ("the rack's NVLink fabric (switch trays, NMX / global fabric manager) did not register "
@@ -50,6 +58,9 @@ def gpu_fault(fab: dict) -> str | None:
     if fab.get("status"):
         return f"fabric registration completed with status {fab.get('status_text') or fab['status']}"
     bad = health_faults(fab.get("health_mask"))
+    summary = fab.get("health_summary")
+    if summary not in SUMMARY_OK:
+        bad.insert(0, f"health summary {SUMMARY.get(summary) or f'{summary!r} (not an NVML value)'}")
     return f"fabric health: {', '.join(bad)}" if bad else None
 
 
@@ -124,9 +135,31 @@ def domains(hosts: dict[str, list[dict]], declared: int, unseen: list[str]) -> d
     return {"groups": ordered, "faults": faults, "short": short, "figure": figure, "split": sorted(split)}
 
 
+IMEX_CTL = "nvidia-imex-ctl -N -j"
+JSON_TYPES = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+              type(None): "null"}
+
+
+def _printed(value) -> str:
+    """What the tool printed, as JSON (escapes every control character), at most 120 characters."""
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 120 else text[:120] + f"... ({len(text)} characters)"
+
+
+def _object(value, what: str | None = None) -> dict:
+    """`value` if the IMEX view holds an object there; else ERROR naming the tool and what it
+    printed (the documented shape: the domain, its nodes and each node's connections are
+    objects keyed by node index)."""
+    if isinstance(value, dict):
+        return value
+    kind = JSON_TYPES.get(type(value), type(value).__name__)
+    raise ProbeError(f"{IMEX_CTL} printed JSON " + (f"whose {what} are" if what else "that is")
+                     + f" not an object: {kind}, {_printed(value)}")
+
+
 def own_node(doc: dict, hostname: str, addresses: list[str]) -> tuple[str, dict] | None:
     """This host's entry among the IMEX domain's nodes: by address, else by host name."""
-    nodes = (doc.get("nodes") or {}) if isinstance(doc, dict) else {}
+    nodes = _object(doc.get("nodes") or {}, "nodes") if isinstance(doc, dict) else {}
     for key, node in nodes.items():
         if isinstance(node, dict) and node.get("host") in addresses:
             return key, node
@@ -141,20 +174,22 @@ def imex_faults(imex: dict, trays: int, names: dict[str, str]) -> list[str]:
     this node not READY, a connection of this node not CONNECTED (its peer named, through
     `names`: address -> host of the run), fewer nodes than the NVLink domain's trays, no channel
     device. The daemon not answering is the caller's (it may be idle under per-job IMEX)."""
-    doc = imex["domain"]
+    doc = _object(imex["domain"])
     out = []
     if doc.get("status") != "UP":
         out.append(f"IMEX domain status {doc.get('status') or 'missing'}, not UP")
-    nodes = doc.get("nodes") or {}
+    nodes = _object(doc.get("nodes") or {}, "nodes")
     if len(nodes) < trays:
         out.append(f"the IMEX domain lists {len(nodes)} nodes, the NVLink domain has {trays} trays "
                    f"(nodes_config.cfg lacks trays)")
     own = own_node(doc, imex.get("hostname") or "", imex.get("addresses") or [])
     views = [own] if own else list(nodes.items())  # own entry unknown: every node's, as it reports them
-    for _, node in views:
+    for key, node in views:
+        node = _object(node, f"node {_printed(key)[:40]}'s fields")
         if node.get("status") != "READY":
             out.append(f"IMEX node {_peer(node, names)} status {node.get('status') or 'missing'}, not READY")
-        for conn in (node.get("connections") or {}).values():
+        conns = _object(node.get("connections") or {}, f"node {_printed(key)[:40]}'s connections")
+        for conn in conns.values():
             if isinstance(conn, dict) and conn.get("status") != "CONNECTED":
                 out.append(f"IMEX peer {_peer(conn, names)} {conn.get('status') or 'status missing'}"
                            + ("" if own else f" (seen from node {_peer(node, names)})"))

@@ -13,8 +13,9 @@ CRITERIA = {
     # fraction of the GPU's own default limit
     "power_limit": {"type": "number", "derived": {"own_default": "x its default limit"}},
     # fatal XIDs in the kernel log over `window` (e.g. 168h, or boot); `codes`: the fatal ones;
-    # `require_history` (e.g. 168h): the log must reach that far back, else ERROR (burn-in sites)
-    "xid_fatal": {"type": "number", "ops": ("max",), "extra": ("window", "codes", "require_history")},
+    # `require_history` (e.g. 168h): the log must reach that far back, else ERROR (burn-in sites);
+    # `rows`: XIDs whose fatality the line decides, {code: rule} (judge.XID_RULES, Blackwell's)
+    "xid_fatal": {"type": "number", "ops": ("max",), "extra": ("window", "codes", "require_history", "rows")},
     # TB/s, device-to-device copy, read + written; derived memory_peak (no class): a fraction of
     # the GPU's own peak, NVML's memory bus width x max memory clock x 2 (judge.memory_peak)
     "hbm_bandwidth": {"type": "number", "fleet": True, "derived": {"memory_peak": "x memory peak"}},
@@ -53,6 +54,17 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
         if not isinstance(codes, list) or not codes or \
                 not all(isinstance(c, int) and not isinstance(c, bool) for c in codes):
             raise InputError(f"{where}.codes: expected a list of XID numbers, got {codes!r}")
+        rows = extra.get("rows", {})
+        if not isinstance(rows, dict):
+            raise InputError(f"{where}.rows: expected a mapping of XID number to rule, got {rows!r}")
+        from signoff.gpu.judge import XID_RULES
+        for code, rule in rows.items():
+            if isinstance(code, bool) or not isinstance(code, int):
+                raise InputError(f"{where}.rows: expected XID numbers as keys, got {code!r}")
+            if rule not in XID_RULES:
+                raise InputError(f"{where}.rows.{code}: expected one of {', '.join(XID_RULES)}, got {rule!r}")
+            if code in codes:  # one rule per XID
+                raise InputError(f"{where}.rows.{code}: also in codes (fatal every time): keep it in one")
         if "require_history" in extra:
             need = extra["require_history"]
             try:

@@ -65,6 +65,107 @@ def log_cover(doc: dict, end: float) -> str | None:
     return f"covers {_span(start, end)}: {booted}; {why}"
 
 
+# How an XID row of NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html)
+# is judged (xid_fatal.rows): fatal every time; severity: unless the driver's line says Nonfatal
+# (144-150, NVLink5: the catalog's "XID 144-150 Decode" sheet sets it per unit, sub-code and error
+# status, and the driver prints it); recovery: unless the action XID 154 names is None; reported
+XID_RULES = ("fatal", "severity", "recovery", "reported")
+# The catalog's mnemonics of the rows the Blackwell classes add
+XID_NAMES = {137: "NVLINK_PRIV_ERR", 144: "NVLINK_SAW_ERROR", 145: "NVLINK_RLW_ERROR",
+             146: "NVLINK_TLW_ERROR", 147: "NVLINK_TREX_ERROR", 148: "NVLINK_NVLPW_CTRL_ERROR",
+             149: "NVLINK_NETIR_ERROR", 150: "NVLINK_MSE_ERROR", 154: "GPU_RECOVERY_ACTION_CHANGED"}
+# nvmlDeviceGpuRecoveryAction_t (NVML API reference; nvidia-ml-py NVML_GPU_RECOVERY_ACTION_*)
+RECOVERY_ACTIONS = {0: "None", 1: "GPU reset", 2: "node reboot", 3: "drain P2P", 4: "drain and reset",
+                    5: "recover IMEX domain", 6: "bus reset", 7: "system reboot"}
+
+
+def _kinds(doc: dict, code: str) -> dict[str, int]:
+    """The probe's count of one XID's lines by kind (the host's document: counts only)."""
+    kinds = doc.get("kinds")
+    got = kinds.get(code) if isinstance(kinds, dict) else None
+    return {k: v for k, v in got.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0} \
+        if isinstance(got, dict) else {}
+
+
+def fatal_xids(doc: dict, codes: list[int], rows: dict[int, str]) -> dict[int, int]:
+    """The fatal lines of each XID code of the kernel log's document: every line of `codes`; of
+    `rows`, as its rule says. A line whose kind the probe did not record (an older probe) or could
+    not read counts as fatal: never passed for want of a word."""
+    out = {}
+    for code, n in sorted(((int(c), n) for c, n in doc["counts"].items()), key=lambda cn: cn[0]):
+        rule = rows.get(code) or ("fatal" if code in codes else "reported")
+        kinds = _kinds(doc, str(code))
+        spared = kinds.get("Nonfatal", 0) if rule == "severity" else kinds.get("0", 0) if rule == "recovery" \
+            else n if rule == "reported" else 0
+        if n - spared > 0:
+            out[code] = n - spared
+    return out
+
+
+def _line_fatal(x: dict, rule: str) -> bool:
+    return rule == "fatal" or rule == "severity" and x.get("severity") != "Nonfatal" or \
+        rule == "recovery" and x.get("recovery") != 0
+
+
+def xid_history(doc: dict, codes: list[int], rows: dict[int, str], gpus: list[dict]) -> tuple[dict, str, str]:
+    """The kernel log's XIDs judged: (fatal lines per code, what they are, the others):
+    'XID 145 x2 on PCI:0000:66:00 (GPU 0), ...: NVLINK_RLW_ERROR, the driver said Fatal (...)',
+    'XID 145 x1 Nonfatal, XID 45 x2'."""
+    fatal = fatal_xids(doc, codes, rows)
+    said, others = [], []
+    for c, n in ((int(k), n) for k, n in doc["counts"].items()):
+        rule = rows.get(c) or ("fatal" if c in codes else "reported")
+        mine = [x for x in doc["xids"] if x.get("xid") == c and _line_fatal(x, rule)]
+        if c in fatal:
+            devices = sorted({str(x.get("device")) for x in mine})
+            said.append(f"XID {c} x{fatal[c]} on {xid_devices(devices, gpus)}{xid_kind_text(c, mine)}")
+        if n > fatal.get(c, 0):
+            spared = {"severity": " Nonfatal", "recovery": " action None"}.get(rule, "") if c in fatal else ""
+            others.append(f"XID {c} x{n - fatal.get(c, 0)}{spared}")
+    return fatal, ", ".join(said), ", ".join(others)
+
+
+def xid_kind_text(code: int, lines: list[dict]) -> str:
+    """What the catalog and the driver said of a fatal XID's kept lines: ': NVLINK_RLW_ERROR, the
+    driver said Fatal (RLW_TAGSTATE, sub-code 0, error status 0x00000002)'."""
+    name = XID_NAMES.get(code)
+    said = []
+    for x in lines:
+        if x.get("severity") == "Fatal":  # the host's words, bounded
+            t = (f"the driver said Fatal ({str(x.get('unit'))[:40]}, sub-code {str(x.get('sub_code'))[:8]}, "
+                 f"error status {str(x.get('error_status') or '?')[:10]})")
+        elif isinstance(x.get("recovery"), int) and x["recovery"] != 0:
+            t = f"recovery action {RECOVERY_ACTIONS.get(x['recovery'], hex(x['recovery']))}"
+        elif 144 <= code <= 150 or code == 154:
+            t = "the line does not say its severity or action"
+        else:
+            continue
+        if t not in said:
+            said.append(t)
+    parts = ([name] if name else []) + said[:3]
+    return f": {', '.join(parts)}" if parts else ""
+
+
+def xid_devices(devices: list[str], gpus: list[dict]) -> str:
+    """'PCI:0000:66:00 (GPU 0), ...': the XID's PCI address, with the GPU NVML lists there."""
+    index = {}
+    for g in gpus:
+        bdf = str(g.get("pci_bus_id") or "").lower()  # 00000000:66:00.0
+        dom, _, rest = bdf.partition(":")
+        if rest:
+            index[f"pci:{dom[-4:]}:{rest.rsplit('.', 1)[0]}"] = g.get("index")
+    return ", ".join(d + (f" (GPU {index[d.lower()]})" if d.lower() in index else "") for d in devices) or "?"
+
+
+def xid_cause(fatal: dict[int, int]) -> str:
+    if any(144 <= c <= 150 for c in fatal):
+        return ("an NVLink5 error the driver calls fatal: the GPU needs a reset (NVIDIA's Xid catalog, "
+                "RESET_GPU); NCCL can hang on every GPU pair until then")
+    if 154 in fatal:
+        return "the driver asks for a GPU reset or a reboot (XID 154, after another XID): see that XID"
+    return "a failing GPU, HBM or NVLink: see NVIDIA's XID catalog for the code"
+
+
 def counter_growth(before: dict, after: dict, ifaces: list[str]) -> tuple[list[str], list[str]]:
     """(what grew or went back, what could not be read in either snapshot), named by port:
     every InfiniBand port, the interfaces `ifaces`, every GPU's PCIe replay counter."""

@@ -25,6 +25,15 @@ THERMAL = {"shutdown": 0, "slowdown": 1, "mem_max": 2, "gpu_max": 3}
 CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 124
 XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
 XIDS_KEPT = 200  # lines kept in the document; the counts by code are always complete
+# Blackwell's NVLink5 XIDs (144-150) print the unit, the driver's severity, the intrinfo and the
+# error status (leptonai/gpud PR 1174: "145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2
+# 0x00000008 ...)"); the sub-code is the intrinfo's bits 20-25 (gpud PR 1120, 1160). XID 154 names
+# the recovery action (nvmlDeviceGpuRecoveryAction_t: "changed from 0x0 (None) to 0x1 (GPU Reset
+# Required)"). Their fatality is the line's (signoff/gpu/judge.py fatal_xids)
+NVLINK5 = re.compile(r"\): (?:14[4-9]|150), ([A-Za-z0-9_]{1,40}) (Fatal|Nonfatal|Non-fatal)\b[^(]{0,80}"
+                     r"\((0x[0-9a-fA-F]{1,8})(?: (0x[0-9a-fA-F]{1,8}))?")
+RECOVERY = re.compile(r"\): 154, GPU recovery action changed from 0x[0-9a-fA-F]{1,8} \([^)]{0,40}\) "
+                      r"to (0x[0-9a-fA-F]{1,8})\b")
 # nvmlNvLinkErrorCounter_t (DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA): per link, what
 # `nvidia-smi nvlink -e` shows; NVML (v565 change log) removed the call on Blackwell, where
 # NVLink5's per-link field values (scopeId: the link) are read instead: receive errors, local
@@ -856,7 +865,7 @@ def kernel_xids(since):
     unreadable log is an error, never "no XID". covers_from: the oldest moment the log
     provably covers (a reboot or a volatile journal loses what came before)."""
     out = {"probe": "xids", "since": since, "source": None, "covers_from": None, "notes": [],
-           "xids": [], "counts": {}, "error": None, "boot": None}
+           "xids": [], "counts": {}, "kinds": {}, "error": None, "boot": None}
     rec = os.environ.get("SIGNOFF_KERNEL_LOG")
     reaches = False
     if rec:
@@ -904,10 +913,35 @@ def kernel_xids(since):
             continue
         code = m.group(2)
         out["counts"][code] = out["counts"].get(code, 0) + 1
+        x = {"t": round(t, 1), "device": m.group(1), "xid": int(code), "line": text.strip()[:300]}
+        kind = _xid_kind(int(code), text, x)
+        if kind:  # complete, as the counts: the judge's fatal count needs every line's
+            seen = out["kinds"].setdefault(code, {})
+            seen[kind] = seen.get(kind, 0) + 1
         if len(out["xids"]) < XIDS_KEPT:
-            out["xids"].append({"t": round(t, 1), "device": m.group(1), "xid": int(code),
-                                "line": text.strip()[:300]})
+            out["xids"].append(x)
     return out
+
+
+def _xid_kind(code, text, x):
+    """What decides an NVLink5 XID's or XID 154's fatality, put into `x`; returned as the kind
+    it is counted under: the driver's severity (Fatal, Nonfatal), the recovery action's number,
+    or "unstated" where the line does not say (a form this probe does not know)."""
+    if 144 <= code <= 150:
+        m = NVLINK5.search(text)
+        if not m:
+            return "unstated"
+        intr = int(m.group(3), 16)
+        x.update(unit=m.group(1), severity="Fatal" if m.group(2) == "Fatal" else "Nonfatal",
+                 sub_code=(intr >> 20) & 0x3F, error_status=m.group(4))
+        return x["severity"]
+    if code == 154:
+        m = RECOVERY.search(text)
+        if not m:
+            return "unstated"
+        x["recovery"] = int(m.group(1), 16)
+        return str(x["recovery"])
+    return None
 
 
 def main():
