@@ -84,7 +84,8 @@ KILL_PROBES = ("[ -O {wd} ] && ! [ -L {wd} ] && for f in {wd}/.pid.*; do p=${{f#
 # channel goes, even if the controller was SIGKILLed). Its pid is in the lock: a lock
 # whose keeper is dead (a crashed host, a KILLed keeper) is stale and taken over. Named
 # by the network namespace, which is the host as its SSH clients see it (network-namespace
-# hosts share one /tmp). The xdist workers of one run share its lock. The trap ignores
+# hosts share one filesystem), and the boot (a home shared over NFS holds every host's).
+# The xdist workers of one run share its lock. The trap ignores
 # TERM before it removes the lock: `timeout` sends its group (rm included) a second TERM;
 # and nothing may be written to the closed channel (sh's "Terminated": SIGPIPE).
 # The takeover is atomic: only the run whose token (a symlink, made with O_EXCL semantics and
@@ -93,21 +94,32 @@ KILL_PROBES = ("[ -O {wd} ] && ! [ -L {wd} ] && for f in {wd}/.pid.*; do p=${{f#
 # removal fail), then makes a new one with mkdir like any run. (Two runs that judged the same
 # lock stale at once both removed it: the second removed the first's new lock, and both held it.)
 # A token whose maker is dead (killed while taking over) is passed by a token named after it.
-# Only a lock of this user's counts: any local user may make a name in /tmp first (naming pid 1,
-# an owner of their choosing). So the lock is named by the user too, always (a name chosen by
-# whether another user's lock was there let two runs of one user hold two names at once); that
-# name made by another user (or a link) is never read: refused ("planted"), naming its owner.
-# Other users' run locks on the host are said ("foreign"), never counted nor read.
-KEEPER = """L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9).$(id -u)
-end=$(( $(date +%s) + {wait} )); me="$$ $(cut -d' ' -f22 /proc/$$/stat)"
-alive() {{ [ -n "$1" ] && [ -d /proc/$1 ] &&
-  {{ [ -z "$2" ] || [ "$(cut -d' ' -f22 /proc/$1/stat 2>/dev/null)" = "$2" ]; }}; }}
+# The lock lives where no other user can make a name (in /tmp any user could: a lock planted
+# there blocked every run, a name holding line breaks spelt this keeper's answers and had root
+# TERM a pid of its choosing): a 0700 dir of the user's own (mkdir does not follow a link; then
+# it must be a dir, not a link, ours, not writable by others), in a parent of the user's alone:
+# root's /run/signoff; another user's runtime dir (/run/user/<uid>, by uid: XDG_RUNTIME_DIR
+# differs between a login, sudo and cron, and two runs of one user must find one lock) or,
+# without one (no logind: Slurm nodes), its home. Made by the first run, removed by the last.
+# Nothing another user chose is ever said: the keeper's first line is its pid and start time
+# (cleanup TERMs that process only), then exactly one answer (take_lock).
+KEEPER = """st() {{ sed 's/.*) //' /proc/$1/stat 2>/dev/null | cut -d' ' -f20; }}
+me="$$ $(st $$)"; echo "keeper $me"
+ours() {{ [ -d "$1" ] && ! [ -L "$1" ] && [ -O "$1" ] && [ -z "$(find "$1" -maxdepth 0 -perm /022)" ]; }}
+u=$(id -u); if [ "$u" = 0 ]; then Q=/run B=signoff; elif ours /run/user/$u; then Q=/run/user/$u B=signoff
+else Q=$HOME B=.signoff-lock; fi
+P=$(cd -P -- "$Q" 2>/dev/null && pwd -P); ours "$P" || {{ echo "nolock $Q"; exit 3; }}; B=$P/$B
+L=$B/lock.$(tr -cd 0-9a-f- </proc/sys/kernel/random/boot_id).$(readlink /proc/self/ns/net | tr -cd 0-9)
+end=$(( $(date +%s) + {wait} )); n=0
+alive() {{ [ -n "$1" ] && [ -d /proc/$1 ] && [ "$(st $1)" = "$2" ]; }}
 stale() {{ set -- $(cat "$L/pid" 2>/dev/null); if [ -n "${{1:-}}" ]; then ! alive "$1" "${{2:-}}"
   else [ -n "$(find "$L" -maxdepth 0 -mmin +1 2>/dev/null)" ]; fi; }}
-while ! mkdir "$L" 2>/dev/null; do
-  if [ -L "$L" ] || {{ [ -e "$L" ] && ! [ -O "$L" ]; }}; then
-    echo "planted $L $(stat -c %U -- "$L" 2>/dev/null)"; exit 3; fi
-  case "$(cat "$L/owner" 2>/dev/null)" in "run {run} "*) echo "shared $L $$"; exec sleep {keep};; esac
+while :; do
+  mkdir -m 700 "$B" 2>/dev/null; ours "$B" || {{ echo "nolock $B"; exit 3; }}
+  mkdir "$L" 2>/dev/null && break
+  # neither made nor there: B removed by a run that ended meanwhile (again), or not writable
+  [ -d "$L" ] || {{ n=$((n+1)); [ $n -lt 20 ] && continue; echo "nolock $B"; exit 3; }}
+  case "$(cat "$L/owner" 2>/dev/null)" in "run {run} "*) echo "shared $$"; exec sleep {keep};; esac
   if stale; then
     k="$L/take"; h=$(readlink "$k")
     while [ -n "$h" ] && [ "$h" != "$me" ] && ! alive $h; do
@@ -116,16 +128,30 @@ while ! mkdir "$L" 2>/dev/null; do
     if [ "$h" = "$me" ] && stale && mv "$L" "$L.gone.${{me% *}}.${{me#* }}"; then
       rm -rf "$L.gone.${{me% *}}.${{me#* }}"; continue; fi
   fi
-  if [ $(date +%s) -ge $end ]; then echo "busy $L $(cat "$L/owner" 2>/dev/null)"; exit 3; fi
+  if [ $(date +%s) -ge $end ]; then echo "busy $L $(head -c 300 "$L/owner" 2>/dev/null | tr -cd '[:print:]')"
+    exit 3; fi
   sleep 1
 done
 echo {owner} > "$L/owner"; echo $me > "$L/pid"
-for o in "${{L%.*}}" "${{L%.*}}".*; do case "$o" in "$L"|*.gone.*) continue;; esac
-  [ -d "$o" ] && ! [ -O "$o" ] && echo "foreign $o $(stat -c %U -- "$o" 2>/dev/null)"; done
-trap 'trap "" TERM INT HUP; rm -rf "$L"; exit 0' TERM INT HUP
-echo "locked $L $$"; exec >/dev/null 2>&1
+trap 'trap "" TERM INT HUP; rm -rf "$L"; rmdir "$B" 2>/dev/null; exit 0' TERM INT HUP
+echo "locked $$ $L"; exec >/dev/null 2>&1
 while :; do sleep 2 & wait $!; done"""
 KEEPER_S = 30 * 86400  # the host-side limit of a keeper: longer than any soak
+KEEPER_SAID = re.compile(r"keeper (\d+) (\d+)")  # its first line: pid and start time
+# The lock's path as KEEPER makes it: its parent's (/run, /run/user/<uid>, a home) as the host
+# resolves it, printable and one line
+LOCK_PATH = r"/(?:[ -~]*/)?(?:signoff|\.signoff-lock)/lock\.[0-9a-f-]*\.\d*"
+# Only the keeper's own process: a pid that is another process's by now (the keeper gone, the
+# pid reused) is not signalled. Then its end is waited for (5 s at most): the lock is gone when
+# the run ends, and a run started right after it is not refused by it.
+KILL_KEEPER = ("k() {{ [ \"$(sed 's/.*) //' /proc/{pid}/stat 2>/dev/null | cut -d' ' -f20)\" = {start} ]; "
+               "}}; k && kill -TERM {pid} && i=0 && while k && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); "
+               "done; true")
+
+
+def printable(text: str) -> str:
+    """Host text for one line of a message: no control characters (a line break, an escape)."""
+    return re.sub(r"[^ -~]", "?", text)
 
 # The run's temp dir, with its keeper's pid and start time: one short command, its own cause
 # (no space, a read-only /tmp) in its error. SIGNOFF_TMPDIR moves it (tests: a /tmp of their own).
@@ -241,9 +267,9 @@ class HostSession:
         self.host, self.t = host, transport
         self.workdir: str | None = None
         self.keeper: str | None = None  # host-side pid of the keeper of this run's lock
+        self.keeper_start: str | None = None  # and its start time (/proc/<pid>/stat field 22)
         self.lock_dir: str | None = None
         self.leftovers: list[str] = []  # temp dirs of runs that are gone, found on the host
-        self.foreign: list[str] = []  # run locks of other users found on the host (not counted)
         self._shipped = False  # the temp dir made and the probes in it
         self._workdir_error: ProbeError | None = None
         self._lock = threading.Lock()
@@ -268,49 +294,52 @@ class HostSession:
     def take_lock(self, run: str, owner: str, wait: float = 0, timeout: float = 60) -> None:
         """Hold the host's run lock for run `run` (KEEPER; `owner` says who, and starts with
         "run <run> "); raises ProbeError naming the run that holds it after `wait` s."""
-        got: list[str] = []
+        said: list = []  # the keeper's first two lines, then what ended it (its exit, an exception)
         ready = threading.Event()
 
         def line(text):
-            if not got and text.split()[:1] == ["foreign"]:  # said, never its text (planted?)
-                where, who = (text.split(maxsplit=2)[1:] + ["", ""])[:2]
-                self.foreign.append(f"run lock {where} made by user {who or 'unknown'}, not by this "
-                                    f"user: not counted (another user's run, or planted; a run of "
-                                    f"another user may measure this host meanwhile)")
-            elif not got and text.split()[:1] in (["locked"], ["busy"], ["shared"], ["planted"]):
-                got.append(text)
+            if len(said) < 2:
+                said.append(text)
+            if len(said) == 2 or not KEEPER_SAID.fullmatch(said[0]):
                 ready.set()
 
         def keep():
             try:
                 r = self.t.run_stream(KEEPER.format(wait=int(wait), owner=shlex.quote(owner), run=run,
                                                     keep=KEEPER_S), KEEPER_S, line)
-                got.append(f"exit {r.rc}: {(r.stderr or r.stdout).strip()[-300:]}")
+                said.append(f"exit {r.rc}: {(r.stderr or r.stdout).strip()[-300:]}")
             except Exception as exc:  # noqa: BLE001 - handed to the waiting thread
-                got.append(exc)
+                said.append(exc)
             ready.set()
         threading.Thread(target=keep, daemon=True, name=f"lock-{self.host.name}").start()
         if not ready.wait(wait + timeout):
             raise ProbeError(f"{self.host}: no answer taking the run lock within {wait + timeout:.0f} s")
-        first = got[0]
-        if isinstance(first, Exception):
-            raise first
-        word, *rest = first.split(maxsplit=2)
-        if word in ("locked", "shared"):  # shared: another xdist worker of this run holds it
-            self.keeper = rest[1]
-            self.lock_dir = rest[0] if word == "locked" else None
+        heard = said[:2]  # a copy: the keeper's end may still be appended to `said`
+        if isinstance(heard[-1], Exception):
+            raise heard[-1]
+        keeper = KEEPER_SAID.fullmatch(heard[0]) if isinstance(heard[0], str) else None
+        answer = heard[1] if keeper and len(heard) > 1 else ""
+        pid = keeper.group(1) if keeper else None
+        got = re.fullmatch(rf"locked {pid} ({LOCK_PATH})", answer) if pid else None
+        if got:
+            self.keeper, self.keeper_start, self.lock_dir = pid, keeper.group(2), got.group(1)
             return
-        if word == "busy":
-            where, other = (rest + [""])[:2]
+        if answer == f"shared {pid}":  # another xdist worker of this run holds it; this keeper sleeps
+            self.keeper, self.keeper_start = pid, keeper.group(2)
+            return
+        busy = re.fullmatch(rf"busy ({LOCK_PATH}) ?(.*)", answer)
+        if busy:  # the holder's owner line: a run of this user's wrote it
+            where, other = busy.group(1), printable(busy.group(2))
             raise ProbeError(f"{self.host}: in use by another signoff run: {other or 'owner unknown'} "
                              f"(lock {where}{f', waited {wait:g} s' if wait else ''}; "
                              f"--lock-wait waits for it)")
-        if word == "planted":  # this user's lock name made by another: its owner named, never its text
-            mine, who = (first.split(maxsplit=2)[1:] + ["", ""])[:2]
-            raise ProbeError(f"{self.host}: cannot take the run lock: {mine}, this user's lock name, "
-                             f"is another user's (user {who or 'unknown'}), made in /tmp before this "
-                             f"run: remove it as root or that user")
-        raise ProbeError(f"{self.host}: cannot take the run lock in /tmp ({first})")
+        if answer.startswith("nolock "):
+            raise ProbeError(f"{self.host}: cannot take the run lock: {printable(answer[7:])} "
+                             f"is not a directory of this user's alone (missing, a link, another user's, "
+                             f"writable by others, or full)")
+        # anything else (an older keeper, a shell that printed something first): never a pid to signal
+        raise ProbeError(f"{self.host}: cannot take the run lock: its keeper answered "
+                         f"{printable(' | '.join(heard[1:] if keeper else heard))[:300] or 'nothing'}")
 
     def cached_probe(self, name: str, *args: str, timeout: float = 600,
                      env: dict | None = None) -> dict:
@@ -415,8 +444,8 @@ class HostSession:
                            CLEANUP_S)
                 self.workdir = None
             if self.keeper:  # the keeper removes the lock (its own channel closing would, too)
-                self.t.run(f"kill -TERM {int(self.keeper)}; true", CLEANUP_S)
-                self.keeper = self.lock_dir = None
+                self.t.run(KILL_KEEPER.format(pid=int(self.keeper), start=int(self.keeper_start)), CLEANUP_S)
+                self.keeper = self.keeper_start = self.lock_dir = None
         except HostUnreachable:
             pass  # nothing was created on a host we could not reach
         finally:
@@ -468,8 +497,7 @@ class Fleet:
 
     def note(self, section: str, name: str, what: str) -> None:
         """What the user must hear of besides the checks, per host: `leftovers` (of killed
-        runs, found on the host), `left_behind` (what this run's cleanup could not remove),
-        `foreign_locks` (another user's run lock, not counted)."""
+        runs, found on the host), `left_behind` (what this run's cleanup could not remove)."""
         got = self.notes.setdefault(section, {}).setdefault(name, [])
         got.append(what)
         if self.on_note:
@@ -499,8 +527,6 @@ class Fleet:
         finally:
             for what in s.leftovers:
                 self.note("leftovers", name, what)
-            for what in s.foreign:  # not a dead run's: `signoff clean` has nothing to do with it
-                self.note("foreign_locks", name, what)
         if self.on_facts:
             self.on_facts(name, facts)
         return facts

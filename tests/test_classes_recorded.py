@@ -486,7 +486,7 @@ criteria:
 
 @functools.cache
 def isolation() -> tuple[str, ...]:
-    """A run in its own network namespace takes its own host lock (/tmp/signoff-lock.<netns>):
+    """A run in its own network namespace takes its own host lock (named by the namespace):
     the recorded host measures nothing, so it need not wait for other runs on this machine,
     and the runs go side by side. Where namespaces are refused: none, one run at a time."""
     for cmd in (("unshare", "-n"), ("unshare", "-rn")):
@@ -740,7 +740,8 @@ def test_recorded_host_with_one_fault_per_measurement_fails_naming_it(runs, name
     else:
         t = prof.criteria["p2p_bandwidth"]
         assert r["status"] == "FAIL", r
-        assert f"{name}-node: {slow}: {hurt['p2p']:g} GB/s < {t.value:g}; slowest pair best of 3 attempts" \
+        # 0.75 of a healthy pair: beyond max_spread of the floor, final at once (issue 51 item 16)
+        assert f"{name}-node: {slow}: {hurt['p2p']:g} GB/s < {t.value:g}; slowest pair measured once: " \
             in r["message"], r["message"]
         assert r["message"].count("\u2192") == 1, r["message"]  # that pair alone
     r = res["p2p_uniformity"]

@@ -132,13 +132,14 @@ def race_for_a_stale_lock(root, n: int, dead_taker: bool = False) -> list[str]:
         for i in range(n):
             script = KEEPER.format(wait=0, owner=f"'run r{i} by test'", run=f"r{i}", keep=KEEPER_S)
             mine = script.replace(
-                "L=/tmp/signoff-lock.$(readlink /proc/self/ns/net 2>/dev/null | tr -cd 0-9).$(id -u)",
-                f"L={lock}")
+                "L=$B/lock.$(tr -cd 0-9a-f- </proc/sys/kernel/random/boot_id).$(readlink /proc/self/ns/net "
+                "| tr -cd 0-9)", f"B={root} L={lock}")
             assert mine != script
             procs.append(subprocess.Popen(["sh", "-c", f"echo ready; read _ <{fifo}\n{mine}"],
                                           stdout=subprocess.PIPE, text=True, start_new_session=True))
         assert [p.stdout.readline() for p in procs] == ["ready\n"] * n
         os.write(go, b"\n" * n)  # one line each (sh reads a pipe a byte at a time): all go at once
+        assert [p.stdout.readline().split(" ")[:2] for p in procs] == [["keeper", str(p.pid)] for p in procs]
         return [p.stdout.readline().split(" ")[0] for p in procs]  # the holder's comes at once too
     finally:
         for p in procs:
@@ -158,3 +159,76 @@ def test_runs_racing_for_a_stale_lock_never_both_hold_it(tmp_path):
         said = race_for_a_stale_lock(root, 8, dead_taker=trial % 2 == 1)
         assert sorted(said) == ["busy"] * 7 + ["locked"], (trial, said)
         assert not (root / "signoff-lock.1").exists()  # the holder, TERMed, removed it
+
+
+def _victim():
+    """A process the run must never signal, and its start time (/proc/<pid>/stat field 22)."""
+    import subprocess
+    from pathlib import Path
+    p = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    return p, Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+def _lives(p) -> bool:
+    import subprocess
+    try:
+        p.wait(1)  # a signal sent by the cleanup's shell has landed by then
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+def test_cleanup_terms_the_keepers_pid_only_while_it_is_the_keepers_process():
+    """The cleanup TERMs the keeper by its pid only while that pid's start time is the one the
+    keeper said in its first line: a pid that is another process's by then (the keeper gone, the
+    pid reused) is not signalled. Before, `kill -TERM <pid>` signalled whatever held it."""
+    from signoff.fleet import HostSession
+    from signoff.inventory import LOCAL, Host
+    from signoff.transport import LocalTransport
+    host = Host(name="localhost", address=LOCAL, python=sys.executable)
+    victim, start = _victim()
+    try:
+        s = HostSession(host, LocalTransport(host))
+        s.keeper, s.keeper_start = str(victim.pid), str(int(start) - 1)  # the keeper's pid, reused
+        s.cleanup()
+        assert _lives(victim) and s.keeper is None
+        s = HostSession(host, LocalTransport(host))
+        s.keeper, s.keeper_start = str(victim.pid), start  # the keeper itself: TERMed
+        s.cleanup()
+        assert not _lives(victim) and victim.returncode == -15
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_a_lock_answer_not_of_the_keepers_own_pid_and_lock_path_is_refused_and_signals_nothing(monkeypatch):
+    """Everything a host prints is untrusted: the lock is taken only from the keeper's first line
+    (its pid and start time) and then `locked <that pid> <the lock's path>`. Another pid, another
+    path, or the older answer without the first line ERRORs the host, and its cleanup signals
+    nothing. Before, `locked <dir> <pid>` anywhere first made <pid> the keeper, TERMed at cleanup."""
+    import pytest
+
+    from signoff import fleet
+    from signoff.inventory import LOCAL, Host
+    from signoff.transport import LocalTransport
+    host = Host(name="localhost", address=LOCAL, python=sys.executable)
+    victim, _ = _victim()
+    me = "echo keeper $$ $(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f20)"
+    try:
+        for answer in (f"echo locked /tmp/signoff-lock.1 {victim.pid}",  # the older keeper's answer
+                       f"{me}; echo locked {victim.pid} /run/signoff/lock.0.1",
+                       f"{me}; echo locked $$ /tmp/signoff-lock.1",
+                       f"echo; {me}; echo locked $$ /run/signoff/lock.0.1"):  # the first line, or nothing
+            monkeypatch.setattr(fleet, "KEEPER", answer)
+            s = fleet.HostSession(host, LocalTransport(host))
+            with pytest.raises(fleet.ProbeError, match="cannot take the run lock: its keeper answered "):
+                s.take_lock("r", "run r by test", timeout=30)
+            s.cleanup()
+            assert _lives(victim), answer
+        monkeypatch.setattr(fleet, "KEEPER", f"{me}; echo nolock /home/u/.signoff-lock; exit 3")
+        why = "localhost: cannot take the run lock: /home/u/.signoff-lock is not a directory of this user's"
+        with pytest.raises(fleet.ProbeError, match=why):
+            fleet.HostSession(host, LocalTransport(host)).take_lock("r", "run r by test", timeout=30)
+    finally:
+        victim.kill()
+        victim.wait()
