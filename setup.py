@@ -42,5 +42,6 @@ setup(
     cmdclass={"build_py": BuildPy},
     packages=[*find_packages(include=["signoff*"]), *SHEET],
     package_dir=SHEET,
-    package_data={"signoff": ["*/probe_*.py"], "signoff._sheet.thresholds": ["*.yaml"]},
+    package_data={"signoff": ["*/probe_*.py", "*/*.jinja2"],  # the report's templates (signoff/render.py)
+                  "signoff._sheet.thresholds": ["*.yaml"]},
 )

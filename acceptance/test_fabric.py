@@ -6,6 +6,7 @@ info and `nvidia-imex-ctl -N -j` are read by the sysinfo probe at the run's star
 import pytest
 
 from signoff import cotenants, retry
+from signoff.causes import named as named_hosts
 from signoff.check import not_applicable
 from signoff.fabric import judge
 from signoff.fleet import ProbeError
@@ -72,7 +73,10 @@ def test_nvlink_domain(fleet, profile, check):
     res["figure"] += len(empty)
     if not res["groups"] and not res["faults"]:  # nothing read: never a PASS by absence
         raise ProbeError(f"no GPU of the run reported an NVLink domain ({', '.join(unseen)} did not answer)")
-    details = {"declared": declared, "groups": res["groups"], "unseen": unseen}
+    # the trays its faults name (a tray split or in another partition: each line opens with them);
+    # a domain short of GPUs names none (a tray missing from the run)
+    details = {"declared": declared, "groups": res["groups"], "unseen": unseen,
+               "at_fault": named_hosts(res["faults"], hosts)}
     if unseen and not res["faults"] and res["short"]:  # the hosts that did not answer may hold them
         check.record(res["figure"], details=details)
         raise ProbeError(f"NVLink domain not judged whole: {'; '.join(res['short'])}")
@@ -191,10 +195,14 @@ def test_mnnvl_allreduce(fleet, network, profile, check, pytestconfig):
                        f"asserts it on its own run)")
     bad += [f"{n}: in no one NVLink domain ({why}), so in no all-reduce over MNNVL (see nvlink_domain)"
             for n, why in outside.items()]
+    # the trays named: what a tray used between the trays, a tray in no one domain (a domain's
+    # busbw below the floor names none of its trays)
+    at_fault = named_hosts([x for x in bad if not any(x.startswith(f"{w}: all-reduce busbw ")
+                                                      for w in figures)], names)
     if outside:
         causes.append("a tray whose GPUs did not all register with one domain's fabric")
     worst = min(figures.values()) if figures else None
     check.require(bad, worst, f"every NVLink domain's all-reduce over MNNVL at {t.extra['size']} "
                   f"{t.expected} ({len(runs)} domain(s) of the run, NCCL's defaults)", t.source,
                   cause="; ".join(causes),
-                  details={"domains": details, "outside": outside}, fleet=(t, None))
+                  details={"domains": details, "outside": outside, "at_fault": at_fault}, fleet=(t, None))

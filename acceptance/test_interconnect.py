@@ -10,7 +10,7 @@ from signoff.check import not_applicable
 from signoff.fleet import ProbeError
 from signoff.interconnect import diagnose, judge, plots
 from signoff.interconnect.run import COLLECTIVES, MEASURES, busbw_at, collective_devices
-from signoff.printable import escape  # html.escape, a host's controls visible too
+from signoff.render import render
 from signoff.units import human_bytes, parse_size
 
 RULE = "signoff acceptance rule"
@@ -47,7 +47,7 @@ def test_allreduce_busbw(host, profile, devices, check, attach, measure, fleet):
                  details={"rows": doc["rows"], "backend": doc["backend"],
                           "graphs": doc.get("graphs"), "nccl": doc.get("nccl"),
                           "attempts": doc.get("attempts"), "spread_pct": doc.get("spread_pct"),
-                          "restarted": doc.get("restarted"),
+                          "retry": doc.get("retry"), "restarted": doc.get("restarted"),
                           "measured_utc": fleet.windows["interconnect"].get(host.name)},
                  fleet=fleet.peers(MEASURES["allreduce"][0], busbw))
 
@@ -72,7 +72,8 @@ def test_p2p_bandwidth(host, gpus, profile, check, measure, fleet):
     low = {k: v for k, v in uni.items() if v < floors[k][0]}
     bad = [f"{diagnose.pair(k)}: {v:g} GB/s < {floors[k][0]:g}{floors[k][1]}" for k, v in sorted(low.items())]
     unit = "x link rate" if t.extra.get("derived") else "GB/s"  # the retry's figure (run.py)
-    bad += [f"slowest pair{retry.said(doc, unit)[1:]}"] if bad and doc.get("attempts") else []
+    said = retry.said(doc, unit)[1:]  # ' best of 2 attempts (...)', or why measured once
+    bad += [f"slowest pair{said}"] if bad and said else []
     # over PCIe a copy staged through host memory reads about what a direct one does
     off = judge.peer_access_off(doc)
     if profile.hardware.get("peer_access") is False:  # the class's normal state (GeForce): no fault
@@ -119,7 +120,7 @@ def test_gpu_topology(host, gpus, profile, check, attach, measure):
     topo = doc["topology"]
     if topo.get("error") or len(topo.get("paths", {})) != len(gpus) * (len(gpus) - 1):
         raise ProbeError(f"{host}: GPU topology unreadable ({topo.get('error') or 'paths missing'})")
-    attach("html", f"<pre>{escape(topo.get('topo_m') or '')}</pre>", "nvidia-smi topo -m")
+    attach("html", render("templates/pre.jinja2", text=topo.get("topo_m") or ""), "nvidia-smi topo -m")
     numa = {g["index"]: f"NUMA {g['numa_node']}, CPUs {g['cpu_affinity']}" for g in topo["gpus"]}
     if profile.hardware.get("interconnect") != "nvlink":
         not_applicable(f"profile {profile.name} does not require NVLink between GPUs; "
@@ -230,6 +231,10 @@ def test_sendrecv_busbw(host, profile, devices, check, attach, measure):
 def test_collectives_correct(host, devices, check, measure):
     doc = allreduce(host, measure, devices, check)
     errors = doc.get("op_errors") or {}
+    unknown = sorted(o for o in {**(doc.get("ops") or {}), **errors} if o not in COLLECTIVES)
+    if unknown:  # the probe measures only what it was asked: a document of another shape
+        raise ProbeError(f"{host}: the probe's document names collectives signoff never runs: "
+                         f"{', '.join(unknown)[:300]}")
     ran = {op: rows for op, rows in (doc.get("ops") or {}).items() if op not in errors}
     if errors and doc["backend"] == "gloo":
         check.note("not run on gloo: " + "; ".join(f"{COLLECTIVES[o]} ({e})"

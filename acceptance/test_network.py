@@ -3,6 +3,7 @@
 import pytest
 
 from signoff import cotenants, outlier, retry
+from signoff.causes import named as named_hosts
 from signoff.check import not_applicable
 from signoff.fixtures import selected_hosts
 from signoff.fleet import ProbeError
@@ -164,7 +165,8 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig, measu
     check.expect(busbw(res), t, f"{len(names)}-host all-reduce busbw at {t.extra['size']} "
                  f"({doc['world_size']} ranks, {doc['backend']}{retry.said(res, t.unit)})", cause=cause,
                  details={"rows": doc["rows"], "bisection": found, "launched": res.get("launched", "ssh"),
-                          "attempts": res.get("attempts"), "spread_pct": res.get("spread_pct")})
+                          "attempts": res.get("attempts"), "spread_pct": res.get("spread_pct"),
+                          "retry": res.get("retry")})
 
 
 @pytest.mark.usefixtures("fleet_of_class")
@@ -185,7 +187,7 @@ def test_multinode_transport(fleet, network, profile, check, pytestconfig):
     if t.extra.get("without_mnnvl"):  # the NIC path the domain falls back to, asserted too
         runs.append((t.extra["without_mnnvl"], {**env, "NCCL_MNNVL_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"},
                      "with MNNVL and NVLS off: "))
-    bad, measured, details, causes = [], [], {}, []
+    bad, measured, details, causes, at_fault = [], [], {}, [], {}
     for want, run_env, said in runs:
         res = network.allreduce(names, lo, hi, run_env, timeout)
         if not res["ok"]:
@@ -198,13 +200,16 @@ def test_multinode_transport(fleet, network, profile, check, pytestconfig):
             check.record(None, t.expected, t.unit, t.source, details={"used": v["used"]})
             raise ProbeError(f"all hosts: {said}{v['error']}")
         bad += [f"{said}{x}" for x in v["bad"]]
+        for h, lines in named_hosts(v["bad"], names).items():  # each line opens with its host
+            at_fault.setdefault(h, []).extend(f"{said}{x}" for x in lines)
         measured.append(f"{said}{v['measured']}")
         causes += [v["cause"]] if v["bad"] else []
         details[f"{said or 'the run: '}{route.EXPECTED[want]}"] = v["used"]
     if t.value == "MNNVL" and not one_domain:
         check.note(f"{gpus} GPUs, more than one NVLink domain ({domain}): NET between domains allowed")
     check.require(bad, "; ".join(measured), "; ".join(f"{s}{route.EXPECTED[w]}" for w, _, s in runs),
-                  t.source, cause="; ".join(causes), details={"used": details, "data_ifaces": ifaces})
+                  t.source, cause="; ".join(causes),
+                  details={"used": details, "data_ifaces": ifaces, "at_fault": at_fault})
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from signoff import cotenants, rerun
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
-from signoff.printable import escape  # html.escape, a host's controls visible too
+from signoff.render import render
 from signoff.soak import judge as soak
 from signoff.soak import plots as soakplots
 from signoff.soak.plugin import soaked
@@ -72,7 +72,7 @@ def test_soak_mem_temp(host, gpus, profile, soak_run, check):
 
 def _notes(attach, v: soak.Verdict, title: str) -> None:
     if v.notes:
-        attach("html", "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in v.notes) + "</ul>", title)
+        attach("html", render("templates/list.jinja2", items=v.notes), title)
 
 
 def test_soak_throttle(host, gpus, profile, soak_run, check, attach):

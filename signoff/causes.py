@@ -15,10 +15,13 @@ from dataclasses import dataclass
 
 from signoff import hostlist
 from signoff.inventory import LOCAL
+from signoff.results import ALL  # the host of a check across hosts
 
 # What makes one host's message differ from another's for the same cause: its temp dir,
 # addresses and ports, times, figures (kept in each check's details and results.json).
 _VARYING = [(re.compile(r"/tmp/signoff\.\w{8}"), "/tmp/signoff.*"),
+            # a run lock is named by its host's boot and network namespace (signoff.fleet.KEEPER)
+            (re.compile(r"(signoff-lock|/lock)\.[0-9a-f][0-9a-f.-]*"), r"\1.*"),
             (re.compile(r"\b\d{4}-\d\d-\d\dT[\d:.]+Z?"), "<time>"),
             (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<address>"),
             (re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])"), "#")]
@@ -93,14 +96,20 @@ def fold(items: list[tuple[str, str | None]], addresses: dict[str, str | None] |
     where a version or line rate that differs is the news)."""
     addresses = addresses or {}
     by: dict[str, list[int]] = {}
-    own = []
+    own, raw, keys = [], [], {}
     for i, (host, message) in enumerate(items):
         own.append(_own(message, host, addresses.get(host)))
-        by.setdefault(own[-1] if exact else _normal(own[-1]), []).append(i)
+        raw.append((message or "").removeprefix(f"{host}: "))
+        # one text said by several hosts word for word is one cause, the names in it too (each
+        # host's own name stood in would tell 'lab1: no GPU; lab2: no GPU' on lab1 from lab2's)
+        key = keys.setdefault(raw[-1], own[-1] if exact else _normal(own[-1]))
+        by.setdefault(key, []).append(i)
     out = []
     for members in by.values():
         hosts = list(dict.fromkeys(items[i][0] for i in members))
-        text, alike = own[members[0]], len({own[i] for i in members}) == 1
+        word_for_word = len(members) > 1 and len({raw[i] for i in members}) == 1
+        text = raw[members[0]] if word_for_word else own[members[0]]
+        alike = word_for_word or len({own[i] for i in members}) == 1
         named = _NAME in text
         who = hosts if alike else hosts[:1]
         text = text.replace(_NAME, _fold_any(who))
@@ -127,6 +136,155 @@ def cause_lines(why: dict[str, str] | list[tuple[str, str]], addresses: dict[str
 def causes(why: dict[str, str]) -> str:
     """Per-host causes in one line, each cause once, its hosts folded in front: 'lab[1-3]: in use by ...'."""
     return "; ".join(cause_lines(why, front=True))
+
+
+# --- the run's own causes: what every host said alike is no host's ------------------------------
+
+PROBLEMS = ("FAIL", "ERROR", "NOT RUN")
+_WORD = re.compile(r"[\w.]+(?:-[\w.]+)*")  # a name as a message holds it: 'gpu-01' whole, 'lab1->lab2' two
+# A FAIL every host gave alike: more likely what judged them than every host at once (issue 51 item 15)
+FIGURE_HINT = ("every host alike: more likely the profile (another class, or a floor these hosts do not "
+               "reach: one calibrated from one run) than each host's hardware")
+RULE_HINT = ("every host alike: more likely the profile (another class) or a setting every host shares than "
+             "each host's hardware")
+PAIRS_HINT = ("every pair alike: more likely the profile (another class, or a floor these hosts do not "
+              "reach: one calibrated from one run) or the switch they share than one host's link")
+
+
+def hint(status: str, figures: bool, pairs: bool = False) -> str:
+    """What a cause every host (pair) shares likely is: '' for an ERROR (its message says what to fix)."""
+    return "" if status != "FAIL" else PAIRS_HINT if pairs else FIGURE_HINT if figures else RULE_HINT
+
+
+@dataclass
+class Shared:
+    """A cause every host of the run said alike (or every pair of a check, or a check across
+    hosts naming every host): the run's, one line, never a host's to drain."""
+    status: str
+    checks: list[str]  # each once, in the order said
+    hosts: list[str]  # the hosts (or pairs) that said it
+    text: str  # as the first said it, less its 'host: ' prefix
+    members: list[int]  # the records it stands for (of its hosts, pairs and checks across hosts)
+    figures: bool  # FAILed on a figure (a number measured), not a rule
+
+    @property
+    def of_pairs(self) -> bool:
+        return all(is_pair(h) for h in self.hosts)
+
+    @property
+    def hint(self) -> str:
+        return hint(self.status, self.figures, self.of_pairs)
+
+
+def _generic(text: str, names: set[str]) -> str:
+    """`text` with every name of the run stood in, not only its own host's, and what varies from
+    host to host: one key for one cause whichever hosts it names ('lab1: no data interface' on
+    lab1->lab2, 'lab2: ...' on lab2->lab3)."""
+    return _normal(_WORD.sub(lambda m: "<host>" if m.group(0) in names else m.group(0), text))
+
+
+def _raw(r: dict) -> str:
+    return (r.get("message") or "").removeprefix(f"{r['host']}: ")
+
+
+_ITS_GPU = re.compile(r" GPU \d+$")
+
+
+def named(lines: list[str], hosts) -> dict[str, list[str]]:
+    """host -> the lines of a check across hosts that name it: those opening with a host of the
+    run ('lab2: ...', 'tray03 GPU 2: ...'), or a folded set of them ('tray[3-4]: ...'), as its
+    judge writes each line about one host or tray. Only the opening is read: what follows may be
+    a host's own text."""
+    run, out = set(hosts), {}
+    for line in lines:
+        head, sep, _ = line.partition(": ")
+        head = _ITS_GPU.sub("", head)  # 'tray03 GPU 2: in no NVLink domain'
+        if not sep or " " in head:
+            continue
+        try:
+            who = hostlist.expand(head) if "[" in head else [head]
+        except Exception:  # noqa: BLE001 - not a fold of names: no one's
+            continue
+        if who and set(who) <= run:
+            for h in who:
+                out.setdefault(h, []).append(line)
+    return out
+
+
+def shared(records: list[dict], hosts: list[str], down=()) -> list[Shared]:
+    """The causes every host shares: a FAIL, ERROR or NOT RUN that every host judged (two or
+    more; N.A. is no judgement; a host in `down` did not answer at all and is said on its own)
+    said for one cause, the names of every host stood in, on every host of each check that said
+    it (20 hosts without a GPU beside one with 7 GPUs: theirs, not the run's); likewise every
+    pair of a pair check. A check across hosts, or a pair, whose message holds such a cause is
+    that cause too, as is one whose own lines name every host (details' at_fault or culprits).
+    Each record in one at most; indexes into `records`."""
+    down = set(down)
+    run = [h for h in hosts if h not in down] or list(hosts)  # every host down: their causes too
+    names, inside = set(hosts), set(run)
+    keys: dict[str, str] = {}  # a message -> its key (a host's checks often say one same thing)
+
+    def key(i):
+        raw = _raw(records[i])
+        if raw not in keys:
+            keys[raw] = _generic(raw, names)
+        return keys[raw]
+
+    judged: dict[tuple, set] = {}  # (check, of pairs) -> the hosts or pairs judged on it
+    said: dict[tuple, dict[tuple, set]] = {}  # (status, key) -> (check, of pairs) -> who said it
+    members: dict[tuple, list[int]] = {}
+    for i, r in enumerate(records):
+        ends = pair_ends(r["host"])
+        if r.get("status") == "N.A." or (r["host"] not in inside and not (ends and set(ends) <= inside)):
+            continue
+        judged.setdefault((r["criterion"], bool(ends)), set()).add(r["host"])
+        if r["status"] in PROBLEMS:
+            k = (r["status"], key(i))
+            said.setdefault(k, {}).setdefault((r["criterion"], bool(ends)), set()).add(r["host"])
+            members.setdefault(k, []).append(i)
+    everyone = {h for (_, of_pairs), who in judged.items() if not of_pairs for h in who}
+    found: dict[tuple, Shared] = {}  # (status, key) -> its cause
+
+    def add(k, i, who):
+        r = records[i]
+        s = found.setdefault(k, Shared(k[0], [], [], _raw(r), [], False))
+        s.checks += [r["criterion"]] if r["criterion"] not in s.checks else []
+        s.hosts += [h for h in who if h not in s.hosts]
+        s.members.append(i)
+        s.figures |= k[0] == "FAIL" and isinstance(r.get("measured"), (int, float))
+
+    def within(status, text):
+        """The widest cause found that `text` says (a pair's 'no host answered: lab1: <it>; ...')."""
+        ks = [k for k in found if k[0] == status and k[1] and k[1] in text]
+        return max(ks, key=lambda k: len(k[1])) if ks else None
+
+    for k, on in said.items():  # every host, on every host of each of its checks
+        by_hosts = {h for (_, of_pairs), who in on.items() if not of_pairs for h in who}
+        if by_hosts and len(everyone) > 1 and by_hosts == everyone and all(
+                who == judged[c] for c, who in on.items() if not c[1]):
+            for i in members[k]:
+                add(k, i, [records[i]["host"]])
+    for k, on in said.items():  # every pair of each of its checks: a host-wide cause in it, or its own
+        if k not in found and all(c[1] and len(who) > 1 and who == judged[c] for c, who in on.items()):
+            for i in members[k]:
+                add(within(*k) or k, i, [records[i]["host"]])
+    taken = {i for s in found.values() for i in s.members}
+    for i, r in enumerate(records):  # the checks across hosts and pairs that say a cause found
+        if i in taken or r["host"] in inside or r.get("status") not in PROBLEMS:
+            continue
+        details = r.get("details") or {}
+        about = set(details.get("at_fault") or ()) | set(details.get("culprits") or ())
+        if len(inside) > 1 and about >= inside:
+            add((r["status"], key(i)), i, run)
+        elif k := within(r["status"], key(i)):
+            add(k, i, [])
+    return sorted(found.values(), key=lambda s: (-len(s.hosts), PROBLEMS.index(s.status)))
+
+
+def checks_label(names: list[str]) -> str:
+    """'gpu_temp', '5 checks (gpu_model, ecc_enabled, mig_mode, a and 1 more)'."""
+    return names[0] if len(names) == 1 else f"{len(names)} checks ({', '.join(names[:4])}" \
+        + (f" and {len(names) - 4} more)" if len(names) > 4 else ")")
 
 
 def _fold_any(names) -> str:
@@ -261,9 +419,12 @@ def _pair_figures(rs: list[dict]) -> str:
 def host_findings(doc: dict) -> tuple[list[HostFindings], list[str]]:
     """The run's problems placed on hosts: each host's own FAIL and ERROR checks, the side at
     fault of a failed pair, the hosts a collective's bisection names slow, the hosts a failed
-    collective names as its cause; hosts whose findings read the same folded into one entry.
-    Also the lines of what no host is at fault for (a pair whose side the pairs do not show, a
-    cause every host said alike: a missing threshold, a run cut short)."""
+    collective names as its cause, the hosts a check across hosts names in its own lines
+    (details' at_fault: a node on sockets, a tray outside its domain); hosts whose findings read
+    the same folded into one entry. Also the lines of what no host is at fault for (a pair whose
+    side the pairs do not show, a cause every host shares (shared()): a profile of another class,
+    a lock another run holds, a missing threshold, a floor no host reaches; a check across hosts
+    that names none)."""
     records = doc.get("results") or []
     facts = doc.get("hosts") or {}
     run_hosts = list(dict.fromkeys([*(doc.get("meta") or {}).get("hosts", []), *facts]))
@@ -277,45 +438,68 @@ def host_findings(doc: dict) -> tuple[list[HostFindings], list[str]]:
         if exclude:
             excluded.add(host)
 
-    for h, f in facts.items():  # a host that did not answer at the run's start
-        if isinstance(f, dict) and "error" in f:
-            add(h, Finding("ERROR", [], f"did not answer: {f['error']}", "", UNREACHABLE), True)
-    own = [r for r in records if r.get("status") in ("FAIL", "ERROR") and r["host"] in run_hosts]
-    # an ERROR every host of a check said alike is the run's (a threshold missing), not theirs
-    by_check: dict[str, list[dict]] = {}
-    for r in records:
-        if not is_pair(r["host"]) and r["host"] in run_hosts:
-            by_check.setdefault(r["criterion"], []).append(r)
-    alike = set()
-    for c, rs in by_check.items():
-        errs = [r for r in rs if r["status"] == "ERROR"]
-        for cause in fold([(r["host"], r.get("message")) for r in errs]):
-            if len(cause.hosts) > 1 and len(cause.hosts) == len({r["host"] for r in rs}):
-                alike.update(id(errs[i]) for i in cause.members)
-                unplaced.append(f"{c} ERROR on every host alike ({_fold_any(cause.hosts)}): {cause.text}")
-    for r in own:
-        if id(r) in alike or (facts.get(r["host"]) or {}).get("error"):
+    said = {h: f["error"] for h, f in facts.items() if isinstance(f, dict) and "error" in f}
+    # what every host said alike is the run's (the class of another profile, a lock another run
+    # holds, a missing threshold, a floor no host reaches): one line, no host's to drain. A host
+    # that did not answer is said as such, alone, unless every host did (as their checks' records)
+    recs = [*({"criterion": "", "host": h, "status": "ERROR", "message": e} for h, e in said.items()),
+            *records]
+    common = shared(recs, run_hosts, down=said)
+    taken = {i for c in common for i in c.members}
+    common_ids = {id(recs[i]) for i in taken}
+    for c in common:
+        if c.status == "NOT RUN":
             continue
-        what, cause = _what(r)
-        fam = family_of(r)
-        action = UNREACHABLE if "unreachable" in what else ACTIONS.get(fam, "look into it, then run again")
-        ev = f"{_fig(r['measured'])} {r.get('unit') or ''}".rstrip() if r.get("measured") is not None else ""
-        what += f"; likely cause: {cause}" if cause else ""
-        add(r["host"], Finding(r["status"], [r["criterion"]], what, ev, action), True)
-    for r in records:  # a failed collective across nodes: the hosts it names as its cause
-        culprits = (r.get("details") or {}).get("culprits") or []
-        if r.get("status") == "ERROR" and r["host"] not in run_hosts and not is_pair(r["host"]):
-            for h in culprits:
-                add(h, Finding("ERROR", [r["criterion"]], f"{r['criterion']} failed on it: "
-                               + _what(r)[0], "", "look into it (the message names what it said), then run "
-                               "again"), True)
-    # pairs: the side at fault where the pairs show it
+        who = [h for h in c.hosts if h in run_hosts] or c.hosts
+        checks = [x for x in c.checks if x]
+        unplaced.append((f"{checks_label(checks)} {c.status}" if checks else "no host answered,")
+                        + f" on every {'pair' if c.of_pairs else 'host'} alike ({_fold_any(who)}): {c.text}"
+                        + (f"; {c.hint}" if c.hint else ""))
+    for h, e in said.items():  # a host that did not answer at the run's start
+        if not any(i < len(said) and recs[i]["host"] == h for i in taken):
+            add(h, Finding("ERROR", [], f"did not answer: {e}", "", UNREACHABLE), True)
     slow = named_slow(records)
+    blamed = {id(r) for rs in slow.values() for r in rs}
+    nobody: list[tuple[int, dict]] = []  # checks across hosts that FAILed or ERRORed naming no host
+    for i, r in enumerate(recs[len(said):], len(said)):
+        if r.get("status") not in ("FAIL", "ERROR") or i in taken or is_pair(r["host"]):
+            continue
+        if r["host"] in run_hosts:  # a host's own check
+            if r["host"] in said:
+                continue
+            what, cause = _what(r)
+            action = UNREACHABLE if "unreachable" in what else \
+                ACTIONS.get(family_of(r), "look into it, then run again")
+            ev = f"{_fig(r['measured'])} {r.get('unit') or ''}".rstrip() if r.get("measured") is not None \
+                else ""
+            what += f"; likely cause: {cause}" if cause else ""
+            add(r["host"], Finding(r["status"], [r["criterion"]], what, ev, action), True)
+            continue
+        details = r.get("details") or {}
+        lines = {h: ls for h, ls in (details.get("at_fault") or {}).items() if h in run_hosts}
+        culprits = [h for h in details.get("culprits") or [] if h in run_hosts and h not in lines]
+        for h, ls in lines.items():  # its own lines name the host (a tray outside the domain, sockets)
+            what = "; ".join(x.removeprefix(f"{h}: ").removeprefix(f"{h} ") for x in ls)
+            cause = _what(r)[1]
+            what += f"; likely cause: {cause}" if cause else ""
+            add(h, Finding(r["status"], [r["criterion"]], what, "",
+                           ACTIONS.get(family_of(r), "look into it, then run again")), True)
+        for h in culprits:  # a failed collective across nodes: the hosts it names as its cause
+            add(h, Finding(r["status"], [r["criterion"]], f"{r['criterion']} failed on it: "
+                           + _what(r)[0], "", "look into it (the message names what it said), then run "
+                           "again"), True)
+        if not lines and not culprits and id(r) not in blamed:
+            nobody.append((i, r))
+    for c in fold([("", f"{r['status']} {_what(r)[0]}") for _, r in nobody]):
+        rs = [nobody[i][1] for i in c.members]
+        label = checks_label(list(dict.fromkeys(r["criterion"] for r in rs)))
+        unplaced.append(f"{label} {rs[0]['status']} on {ALL}, naming no one host: {_what(rs[0])[0]}")
+    # pairs: the side at fault where the pairs show it
     pairs = [r for r in records if is_pair(r.get("host", ""))]
     sides = pair_sides(pairs, slow)
     mine: dict[tuple[str, str], list[dict]] = {}
     for r in pairs:
-        if r["status"] != "FAIL":
+        if r["status"] != "FAIL" or id(r) in common_ids:  # every pair alike: said above, no side's
             continue
         side = sides.get(r["host"])
         if side:

@@ -6,6 +6,7 @@ A family's __init__ (light: no controller imports, the profile loader reads it) 
   check_profile(profile, where)   optional: validate the loaded profile as a whole (its class too)
   SECTIONS   optional {top-level profile key: merge(inherited, section, where) -> dict}
   PLUGIN     optional: its pytest plugin module (options, fixtures, the pytest_signoff_* hooks)
+  REPORT_DIRS   optional: the report dir's directories it writes (a reused one moves them: plugin.RUN_DIRS)
   rebuild(report_dir, doc)   optional: what `python -m signoff.results rebuild` adds for it
   bound(doc)   optional: its sections in results.json's form, less what its per-host files hold
   load(report_dir, doc)   optional: bound()'s inverse, what signoff.results.load() reads back
@@ -103,7 +104,13 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     said, warned = [], []
     for mod in modules():
         if getattr(mod, "preflight", None):
-            s, w = mod.preflight(ctx, host, facts)
+            try:
+                s, w = mod.preflight(ctx, host, facts)
+            except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+                # a host's sysinfo of a shape no probe of ours prints (a hostile or broken host):
+                # its own line says so; the other hosts' preflight, and the run, go on
+                s, w = [], [f"{mod.__name__.rsplit('.', 1)[-1]}: its part of this host's sysinfo is not "
+                            f"what the probe prints ({type(exc).__name__}: {exc}): its checks ERROR"]
             said += s
             warned += w
     return said, warned

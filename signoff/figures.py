@@ -1,12 +1,12 @@
 """What the families' report sections are made of: figures as base64 PNG (matplotlib, no
-display) and small key/value tables."""
+display, mathtext off) and small key/value tables (signoff/templates/)."""
 
 from __future__ import annotations
 
 import base64
 import io
 
-from signoff.printable import escape
+from signoff.render import render
 from signoff.units import empty, label, readable
 
 
@@ -16,6 +16,9 @@ def pyplot():
     pay its import, 0.6-1.2 s of CPU in every run before."""
     import matplotlib
     matplotlib.use("Agg")
+    # labels, titles, legends and ticks carry hosts' strings (names, op names, interfaces): a `$` in
+    # one must be drawn as a `$`, not parsed as mathtext (a ParseException cost report.html)
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
     return plt
 
@@ -29,11 +32,10 @@ def png(fig) -> str:
 
 def html_table(rows: dict) -> str:
     """Key/value rows, keys in words; a row with nothing to say (None, '', {}) left out."""
-    body = "".join(f"<tr><th>{escape(label(k))}</th><td>{escape(readable(v))}</td></tr>"
-                   for k, v in rows.items() if not empty(v))
-    return f"<table class='so-table'>{body}</table>"
+    return render("templates/kv_table.jinja2",
+                  rows=[(label(k), readable(v)) for k, v in rows.items() if not empty(v)])
 
 
 def img(b64: str, alt: str) -> str:
     """A figure shown in a report section (not folded in a result row)."""
-    return f"<img class='so-plot' alt='{escape(alt, quote=True)}' src='data:image/png;base64,{b64}'>"
+    return render("templates/img.jinja2", alt=alt, b64=b64)

@@ -4,13 +4,12 @@ profile (picked from the hosts' NVML under auto or a class base), host, attach, 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass
 
 import pytest
 
-from signoff import InputError, causes, hostlist, preflight, profiles, report, slurm
+from signoff import InputError, causes, hostlist, preflight, profiles, render, report, safefile, slurm
 from signoff.check import Check
 from signoff.fleet import Fleet, HostSession, lacks
 from signoff.results import ALL, split_nodeid
@@ -123,9 +122,7 @@ class HostView:
 def _on_facts(state: State):
     def record(name: str, facts: dict):
         if state.report_dir:
-            tmp = state.report_dir / "hosts" / f".{name}.json"
-            tmp.write_text(json.dumps(facts, indent=1))
-            os.replace(tmp, state.report_dir / "hosts" / f"{name}.json")
+            safefile.write(state.report_dir / "hosts" / f"{name}.json", json.dumps(facts, indent=1))
         if state.results:
             state.results.set_host(name, facts)
     return record
@@ -268,7 +265,9 @@ def host(request, fleet) -> HostView:
 @pytest.fixture
 def attach(request):
     """attach(kind, content, name): a figure ('png', base64) or 'html' in this test's row
-    of the HTML report; a no-op where pytest-html is not installed or not loaded (-p no:html)."""
+    of the HTML report; a no-op where pytest-html is not installed or not loaded (-p no:html).
+    'html' content is a fragment rendered from a template (signoff.render: a table, a list, text in
+    <pre>); a plain str is shown as text, never markup."""
     try:
         if not request.config.pluginmanager.hasplugin("html"):
             raise ImportError("pytest-html not loaded")
@@ -278,8 +277,8 @@ def attach(request):
         return lambda kind, content, name="": None
 
     def add(kind: str, content: str, name: str = ""):
-        if kind == "html":  # html extras carry no name: title it inline
-            extras.append(kinds.html(f"<div><b>{name}</b>{content}</div>"))
+        if kind == "html":  # html extras carry no name: title it inline (xdist sends a plain str)
+            extras.append(kinds.html(str(render.extra(name, content))))
         else:
             extras.append(getattr(kinds, kind)(content, name=name))
     return add

@@ -20,7 +20,9 @@ def pytest_signoff_parametrize(config, inventory) -> dict:
 
 @pytest.hookspec
 def pytest_signoff_report_sections(doc, profile) -> str:
-    """An HTML section of the report's summary (results.json's document), or ''."""
+    """An HTML section of the report's summary (results.json's document), or '': a fragment
+    rendered from the family's template (signoff.render.render, autoescape on); a plain str is
+    shown as text. One that raises is that section's note on the page, said with the verdict."""
 
 
 @pytest.hookspec

@@ -12,11 +12,13 @@ its own; `host` only where the name's [host] does not say it; an N.A.'s reason i
 
 from __future__ import annotations
 
-import os
+import io
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+
+from signoff import safefile
 
 ELEMENT = {"FAIL": "failure", "ERROR": "error", "NOT RUN": "error", "N.A.": "skipped"}
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # colours and cursor moves (fio's, a shell's)
@@ -119,6 +121,6 @@ def write(path: Path, doc: dict) -> None:
         _case(suite, "signoff", "baseline", "FAIL" if failed_on else "PASS", text, 0.0,
               {"regressions": regressed, "warnings": "; ".join(base.get("warnings") or [])})
     root.text = "\n"
-    tmp = Path(f"{path}.tmp{os.getpid()}")
-    ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    ET.ElementTree(root).write(buf, encoding="utf-8", xml_declaration=True)
+    safefile.write(Path(path), buf.getvalue())  # a new file renamed over it: no link followed

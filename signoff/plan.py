@@ -124,10 +124,53 @@ def ask(config, state) -> tuple[profiles.Profile | None, dict, str]:
         fleet.close()
 
 
-def _estimates(config, prof, picked: set[str], cols: dict, pairs: list) -> list[str]:
+# The families whose checks are N.A. on a host without a GPU (their `gpus` fixture): on hosts
+# that have none, their measurement costs no time and is not planned as if it ran
+GPU_ONLY = ("signoff.dcgm", "signoff.soak")
+# a duration as the families' estimates say it: 15 s, 5 min, 2 h
+DURATION = re.compile(r"(\d+(?:\.\d+)?) (s|min|h)\b")
+
+
+def _estimates(config, prof, picked: set[str], cols: dict, pairs: list,
+               facts: dict | None = None) -> list[str]:
     """The long measurements' own time (start-up, retries and the other checks come on top):
-    each family's estimate(), where it has one (signoff/families.py)."""
-    return families.estimates(config, prof, picked, [p for p in pairs if p])
+    each family's estimate(), where it has one (signoff/families.py); with the hosts' answers
+    (`facts`), a GPU-only family on hosts without a GPU is said N.A., no time."""
+    gpu_hosts = None if facts is None else [
+        n for n, f in facts.items() if isinstance(f, dict) and ((f.get("nvidia") or {}).get("gpus"))]
+    out = []
+    for mod in families.modules():
+        lines = mod.estimate(config, prof, picked, [p for p in pairs if p]) \
+            if getattr(mod, "estimate", None) else []
+        if lines and gpu_hosts == [] and mod.__name__ in GPU_ONLY:
+            out.append(f"{mod.__name__.rsplit('.', 1)[-1]}: N.A. on these hosts (no GPU on any): no time")
+            continue
+        out += lines
+    return out
+
+
+def seconds(line: str) -> float | None:
+    """An estimate line's own time: the durations after its last ': ' (its parenthesised notes and
+    what follows ' of ' left out: '15 s of --collective-timeout 600 s' is 15 s); None if none."""
+    text = line
+    while (stripped := re.sub(r"\([^()]*\)", "", text)) != text:
+        text = stripped
+    tail = text.rsplit(": ", 1)[-1].split(" of ", 1)[0]
+    found = DURATION.findall(tail)
+    return sum(float(v) * {"s": 1, "min": 60, "h": 3600}[u] for v, u in found) if found else None
+
+
+def total_line(est: list[str]) -> str | None:
+    """'total: about 2 min 20 s of measurement' over the estimates (the N.A. ones cost none)."""
+    if not est:
+        return None
+    times = [seconds(x) for x in est if "N.A. on these hosts" not in x]
+    known = sum(t for t in times if t is not None)
+    unknown = sum(t is None for t in times)
+    m, s = divmod(round(known), 60)
+    said = f"{m} min {s} s" if m else f"{s} s"
+    return (f"total: {'at least ' if unknown else 'about '}{said} of these measurements"
+            + (f" ({unknown} of unknown time)" if unknown else ""))
 
 
 def rerun_ids(again: dict | None, picked: list[catalog.Entry], cols: dict) -> dict[str, list[str]] | None:
@@ -238,7 +281,15 @@ def planned(config, state, targets: list[str], contact: bool = True) -> tuple[st
         lines.append(f"  {report.rerun_text({'rerun': earlier})}: "
                      + "; ".join(f"{c} on {hostlist.fold(ids) if ids != [''] else 'all hosts'}"
                                  for c, ids in again.items()))
-    if len(picked) < len(everything) and not config.getoption("partial"):
+    if again is not None:  # the verdict is the whole sheet's: the earlier run's results merged (rerun.py)
+        then = ((earlier.get("earlier") or {}).get("meta") or {})
+        if then.get("partial") and not config.getoption("partial"):
+            lines.append(f"  run {earlier['run']} judged a part of the sheet: this rerun's verdict, merged "
+                         f"with it, is INCOMPLETE unless --partial is given")
+        else:
+            lines.append(f"  the verdict is the whole sheet's: run {earlier['run']}'s results with these "
+                         f"checks measured again (no --partial needed)")
+    elif len(picked) < len(everything) and not config.getoption("partial"):
         lines.append("  a run of a part of the sheet is INCOMPLETE unless --partial is given")
     if prof is not None or kids:
         head = profile_text(prof or state.class_base).split("\n", 1)[0]
@@ -269,18 +320,18 @@ def planned(config, state, targets: list[str], contact: bool = True) -> tuple[st
                     ", ".join([*(f"hardware.{k}" for k in e.hardware), *e.thresholds]) or "no threshold"
                 lines.append(f"  {e.criterion:{width}}  {e.family:12} {what}")
     ests = {each.name: _estimates(config, each, {e.criterion for e in picked}, cols,
-                                  [p for p, _ in cases.get("pair", [])])
+                                  [p for p, _ in cases.get("pair", [])], facts)
             + (timing if facts is not None else [])
             for each in ([prof] if prof is not None else kids)}
     if len({tuple(e) for e in ests.values()}) > 1:  # a class base's variants: each's sizes
         for name, est in ests.items():
             lines.append(f"long measurements under {name} (their own time; start-up, retries "
                          f"and the other checks come on top):")
-            lines += [f"  {x}" for x in est]
+            lines += [f"  {x}" for x in [*est, *filter(None, [total_line(est)])]]
     elif ests and (est := next(iter(ests.values()))):
         lines.append("long measurements (their own time; start-up, retries and the other checks "
                      "come on top):")
-        lines += [f"  {x}" for x in est]
+        lines += [f"  {x}" for x in [*est, *filter(None, [total_line(est)])]]
     if fatal:
         lines.append(f"exit code {PREDICTS_ERROR}: the run would ERROR or FAIL its class guard "
                      f"({len(fatal)} line{'s' if len(fatal) > 1 else ''} under \"will ERROR or be N.A.\"); "

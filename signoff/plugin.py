@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +28,7 @@ from signoff import (
     recorder,
     report,
     rerun,
+    safefile,
     slurm,
 )
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, new_run_id
@@ -252,13 +254,7 @@ def pytest_configure(config):
         config.option.tbstyle = "no"
     if config.option.reportchars == "fE":  # pytest's default
         config.option.reportchars = ""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    rd = Path(config.getoption("report_dir") or paths.reports_dir() / stamp)
-    try:
-        _start_clean(rd)
-        (rd / "hosts").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise pytest.UsageError(f"--report-dir {rd}: cannot create it: {exc.strerror}") from None
+    rd = _report_dir(config.getoption("report_dir"))
     state.report_dir = rd
     if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
         config.option.htmlpath = str(rd / "report.html")
@@ -289,31 +285,88 @@ def pytest_configure(config):
         signal.signal(sig, _interrupt(state))
 
 
-# What a run writes in its report directory; a reused --report-dir loses an earlier run's
-# (never mixed into this one: its hosts/*.json would be read as this run's hosts)
+# Every artifact a run writes in its report directory, files and directories (each family's
+# raw files: its REPORT_DIRS), in one list: a reused --report-dir moves them all together to
+# earlier/<its run id>/ (never mixed into this run: its hosts/*.json would be read as this run's
+# hosts), and a name planted there is never written through (signoff/safefile.py).
 RUN_FILES = ("results.json", "results.jsonl", "junit.xml", "report.html", "report.md",
              report.EXCLUDE_FILE, report.DRAIN_FILE)
-RUN_DIRS = ("hosts", "soak")
+RUN_DIRS = ("hosts", *(d for mod in families.modules() for d in getattr(mod, "REPORT_DIRS", ())))
+
+
+def _report_dir(arg: str | None) -> Path:
+    """The run's report directory, made if missing (0755) and refused where another user could
+    put a link in it (safefile.refused(): owned by someone else, writable by group or others,
+    or below a directory that is); the default reports/<UTC stamp>/ is a fresh directory of
+    the clone's reports/ (the clone's own, as its code is)."""
+    top = paths.reports_dir()
+    rd = Path(arg) if arg else top  # as given: the paths the run prints are the user's
+    try:
+        if arg:  # what exists is checked before anything is made in it
+            full = Path(os.path.abspath(rd))
+            missing = [p for p in (*reversed(full.parents), full) if not os.path.lexists(p)]
+            why = safefile.refused(missing[0].parent, parent=True) if missing else None
+            for p in () if why else missing:
+                safefile.subdir(p)
+            why = why or safefile.refused(full)
+        else:
+            rd = _fresh(top)
+            why = safefile.refused(rd, trusted=top if paths.checkout() else None)
+        if why:
+            raise pytest.UsageError(f"--report-dir {rd}: refused: {why} (another user could plant a "
+                                    f"link there that this run would write through): name a directory "
+                                    f"of your own that no one else can write to")
+        _start_clean(rd)
+        safefile.subdir(rd / "hosts")
+    except OSError as exc:
+        raise pytest.UsageError(f"--report-dir {rd}: cannot write into it: {exc.strerror or exc}") from None
+    return rd
+
+
+def _fresh(top: Path) -> Path:
+    """reports/<UTC stamp>/, made now (two runs in the same second get two)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    top.mkdir(parents=True, exist_ok=True)
+    for i in range(100):
+        rd = top / (f"{stamp}-{i}" if i else stamp)
+        try:
+            os.mkdir(rd, safefile.DIR_MODE)
+            return rd
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{top}/{stamp}: 100 runs this second")
 
 
 def _start_clean(rd: Path) -> None:
     """A reused --report-dir: an earlier run's files are moved to earlier/<its run id>/ (said on
-    stderr), never silently overwritten; nothing of it is left to mix into this run."""
+    stderr), never silently overwritten; nothing of it is left to mix into this run, and nothing
+    planted at a name the run writes is left to write through (a link is moved or removed)."""
     earlier = None
-    if (rd / "results.json").exists() or (rd / "results.jsonl").exists():
+    if any(os.path.lexists(rd / n) for n in ("results.json", "results.jsonl")):
         try:
-            run = json.loads((rd / "results.json").read_text())["meta"]["run"]
+            run = json.loads(safefile.read_text(rd / "results.json"))["meta"]["run"]
         except (OSError, ValueError, KeyError, TypeError):
             run = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-unnamed")
-        earlier = rd / "earlier" / "".join(c if c.isalnum() or c in "-_." else "_" for c in str(run))
-        earlier.mkdir(parents=True, exist_ok=True)
-    for name in (*RUN_FILES, *RUN_DIRS):
-        if earlier is not None and (rd / name).exists():
-            (rd / name).rename(earlier / name)
-        elif name in RUN_DIRS:
-            shutil.rmtree(rd / name, ignore_errors=True)
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(run)).lstrip(".") or "unnamed"
+        top = safefile.subdir(rd / "earlier")
+        for earlier in (top / f"{name}{f'-{i}' if i else ''}" for i in range(1000)):
+            try:  # a directory of its own, made now: never one planted
+                os.mkdir(earlier, safefile.DIR_MODE)
+                break
+            except FileExistsError:
+                continue
         else:
-            (rd / name).unlink(missing_ok=True)
+            raise FileExistsError(f"{top}/{name}: 1000 earlier runs of that name")
+    for name in (*RUN_FILES, *RUN_DIRS):
+        path = rd / name
+        if not os.path.lexists(path):
+            continue
+        if earlier is not None:
+            os.rename(path, earlier / name)  # a link is moved as the link, never followed
+        elif stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
     if earlier is not None:
         sys.stderr.write(f"signoff: --report-dir {rd} held an earlier run: moved to {earlier}\n")
 
@@ -332,10 +385,24 @@ def _interrupt(state: State):
     return handler
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-html's, which writes report.html a first time
 def pytest_sessionstart(session):
     state = session.config.stash.get(STATE, None)
+    if state and state.report_dir:
+        html_safely(session.config, state.report_dir)
     if state and state.results and state.inventory.excluded:  # said, so no one takes them as checked
         state.results.set_meta(excluded=dict(state.inventory.excluded))
+
+
+def html_safely(config, rd: Path) -> None:
+    """pytest-html writes report.html with a plain open("w"); in the report dir it goes through
+    safefile.write instead, as every other file of the run (its writer is pytest-html 4's
+    BaseReport._write_report: a later pytest-html without it writes as before)."""
+    for p in config.pluginmanager.get_plugins():
+        path = getattr(p, "_report_path", None)
+        if callable(getattr(p, "_write_report", None)) and path is not None and \
+                Path(path).parent == Path(os.path.abspath(rd)):
+            p._write_report = lambda text, path=Path(path): safefile.write(path, text)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -5,11 +5,10 @@ report.md and report.html must show only what signoff decided.
 printable(): control characters (ESC, CR, BS, a line break in a one-line message, DEL, C1) and
 the Unicode controls that reorder or break text (bidi overrides, line separators) become visible
 escapes, as Python writes them (\\x1b[1A): never dropped, so the provider sees what the host printed.
-escape(): html.escape of that, for every page (report.html, its sections and row extras)."""
+report.html's templates apply it to every value they show (signoff/render.py), then escape it."""
 
 from __future__ import annotations
 
-import html
 import re
 
 # C0 but tab, DEL, C1; bidi embeddings, overrides and isolates (text shown in another order),
@@ -28,7 +27,3 @@ def printable(text, lines: bool = False) -> str:
     `lines`: line breaks kept (a page, where they are white space)."""
     return (_UNSAFE_LINES if lines else _UNSAFE).sub(_visible, str(text))
 
-
-def escape(text, quote: bool = True) -> str:
-    """`text` as HTML text: markup escaped (html.escape), control characters visible."""
-    return html.escape(printable(text, lines=True), quote)

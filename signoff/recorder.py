@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from signoff import baseline, junit, pytest_adapter, report, rerun, retry, sheet
+from signoff import baseline, junit, pytest_adapter, report, rerun, retry, safefile, sheet
 from signoff.check import NA_PREFIX
 from signoff.fixtures import parametrized
-from signoff.printable import escape, printable
+from signoff.printable import printable
+from signoff.render import render
 from signoff.report import FOLDED
 from signoff.report import status_class as report_status_class
 from signoff.results import STATUSES, not_reported, split_nodeid, verdict_text, worse
@@ -33,7 +34,19 @@ def _status(rep, call) -> tuple[str, str]:
     # an explicit judgement (assert / pytest.fail), also from a fixture, is a FAIL
     if exc.errisinstance((AssertionError, pytest.fail.Exception)):
         return "FAIL", str(exc.value)
-    return "ERROR", str(exc.value) if exc.errisinstance(OUR_ERRORS) else exc.exconly()
+    return "ERROR", str(exc.value) if exc.errisinstance(OUR_ERRORS) else unexpected(exc)
+
+
+def unexpected(exc) -> str:
+    """An exception signoff did not raise on purpose: where in signoff it came from, and the two
+    things it can be (a host's document of a shape no probe of ours prints, e.g. a hostile host's;
+    or a bug of ours), so the reader knows whom to ask."""
+    tops = (Path(__file__).resolve().parent.parent, ROOT)  # signoff/ and the sheet's acceptance/
+    where = next((f"{p.relative_to(top)}:{e.lineno + 1}" for e in reversed(exc.traceback)
+                  for top in tops for p in [Path(str(e.path))]
+                  if p.is_relative_to(top / "signoff") or p.is_relative_to(top / "acceptance")), "")
+    return (f"{exc.exconly()}{f' (at {where})' if where else ''}: signoff could not judge this host's "
+            f"documents (a shape its probes never print, or a bug in signoff: report it with results.json)")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -122,6 +135,9 @@ class Recorder:
         self.local = {h.name: h.local for h in state.inventory.hosts}
         self.outcomes: dict[str, list] = {}  # pytest's own categories of the reports: see _lend
         self.summing = False  # pytest's closing sections are being written (pytest_report_teststatus)
+        self.report_failed: list[str] = []  # what of the reports could not be written (failed())
+        self.finished = False  # our sessionfinish wrote results.json and set the exit code
+        self.html_written = True  # pytest-html wrote report.html (pytest_sessionfinish_said)
 
     def launcher(self, host: str) -> str:
         """What ran this check's host commands (the report's methodology says it per check)."""
@@ -275,12 +291,51 @@ class Recorder:
                           allow_partial=self.config.getoption("partial"),
                           fail_on_regression=self.config.getoption("fail_on_regression"),
                           usage_error=exitstatus == pytest.ExitCode.USAGE_ERROR)  # e.g. a bad -k
-        junit.write(st.report_dir / "junit.xml", st.results.doc)
-        (st.report_dir / "report.md").write_text(report.markdown(st.results.doc))
-        report.write_exclude(st.report_dir, st.results.doc)  # the hosts to exclude or drain
+        doc, rd = st.results.doc, st.report_dir
+        for name, write in (("junit.xml", lambda: junit.write(rd / "junit.xml", doc)),
+                            ("report.md", lambda: safefile.write(rd / "report.md", report.markdown(doc))),
+                            # the hosts to exclude or drain
+                            (f"{report.EXCLUDE_FILE} and {report.DRAIN_FILE}",
+                             lambda: report.write_exclude(rd, doc))):
+            try:
+                write()
+            except Exception as exc:  # one writer's failure costs neither the verdict nor the other files
+                self.failed(f"{name} could not be written: {type(exc).__name__}: {exc}")
         # the exit code is the verdict's (README: Exit codes), the one results.json and junit.xml
         # state: pytest's own says 1 for an ERROR, 0 for a run of N.A. checks, 2 for a Ctrl-C
         session.exitstatus = st.results.doc["meta"]["exit_code"]
+        self.finished = True
+
+    @pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_said(self, session, exitstatus):
+        """pytest-html writes report.html in its own sessionfinish, after ours: where that fails (a
+        path it cannot write, a part that raised), the failure is said (the terminal, results.json)
+        and the verdict, its exit code and the terminal's summary stand (its traceback used to end
+        the run before them, exit 1 whatever results.json said)."""
+        try:
+            return (yield)
+        except pytest.exit.Exception:
+            raise
+        except Exception as exc:
+            if not self.finished:  # our own sessionfinish broke: no verdict to keep, nothing to hide
+                raise
+            self.failed(f"report.html could not be written: {type(exc).__name__}: {exc}")
+            self.html_written = False
+            for plugin in self.config.pluginmanager.get_plugins():  # its "Generated html report" line
+                if type(plugin).__module__.startswith("pytest_html.") and hasattr(plugin, "_generate_report"):
+                    self.config.pluginmanager.unregister(plugin)
+            session.exitstatus = self.state.results.doc["meta"]["exit_code"]
+            return None
+
+    def failed(self, line: str) -> None:
+        """A report file, or a part of report.html, that could not be written: said on the terminal
+        (section()) and in results.json (meta.report_failed); the verdict and the exit code stand."""
+        self.report_failed.append(printable(line))
+        self.state.results.set_meta(report_failed=list(self.report_failed))
+        try:
+            self.state.results.write()
+        except OSError:  # results.json's own failure: the terminal still says this one
+            pass
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config):
@@ -290,7 +345,7 @@ class Recorder:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_header(self, cells):
-        cells.insert(1, "<th>Status</th>")
+        cells.insert(1, _cell(None, "Status"))
         if cells and "Links" in str(cells[-1]):  # no check attaches a link: an empty column
             cells.pop()
 
@@ -308,10 +363,10 @@ class Recorder:
             # (its setup holds the measurement)
             for i, cell in enumerate(cells):
                 if 'class="col-testId"' in cell:
-                    cells[i] = f'<td class="col-testId">{escape(report.nodeid)}</td>'
+                    cells[i] = _cell("col-testId", report.nodeid)
                 elif 'class="col-duration"' in cell and report.nodeid in self.took:
-                    cells[i] = f'<td class="col-duration">{html_duration(self.took[report.nodeid])}</td>'
-            cells.insert(1, f'<td class="col-signoff {report_status_class(status)}">{status}</td>')
+                    cells[i] = _cell("col-duration", html_duration(self.took[report.nodeid]))
+            cells.insert(1, _cell(f"col-signoff {report_status_class(status)}", status))
             if "col-links" in str(cells[-1]):
                 cells.pop()
 
@@ -324,7 +379,8 @@ class Recorder:
     def pytest_html_results_table_html(self, report, data):
         # A skip's log is pytest's (path, line, reason) tuple: the reason is what a reader needs.
         if report.skipped and isinstance(report.longrepr, tuple):
-            data[:] = [escape(report.longrepr[2].removeprefix("Skipped: "))]
+            data[:] = [str(render("templates/text.jinja2",
+                                  text=report.longrepr[2].removeprefix("Skipped: ")))]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_metadata(self, metadata, config):
@@ -332,17 +388,45 @@ class Recorder:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
-        doc, prof, hook = self.state.results.doc, self.state.profile, self.config.hook
-        # pluggy calls the last registered first: reversed, the families' own order
-        sections = hook.pytest_signoff_report_sections(doc=doc, profile=prof)[::-1]
-        methods = hook.pytest_signoff_methodology(doc=doc, profile=prof)[::-1]
-        prefix.extend([report.cover(doc["verdict"] or "INCOMPLETE", doc), report.HIDE_PYTEST,
-                       report.summary_table(doc["results"]),
-                       report.folded_note(doc["results"]) if self.folded() else "",
-                       report.notes_section(doc), report.retried_section(doc["results"]),
-                       *(f"<div class='so-section'>{s}</div>" for s in sections if s),
-                       report.methodology(doc, prof, methods),
-                       report.inventory_section(doc)])
+        """report.html's parts, each drawn on its own: a part that fails (a family's section, a
+        figure of a host's strings) is that part's note on the page, said on the terminal and in
+        results.json; the cover's verdict stands whatever failed."""
+        doc, prof = self.state.results.doc, self.state.profile
+        verdict = doc["verdict"] or "INCOMPLETE"
+        badge = report_status_class(verdict if verdict in ("PASS", "ERROR") else "FAIL")
+        prefix.append(self.part("the cover", lambda: report.cover(verdict, doc),
+                                lambda err: render("templates/cover_failed.jinja2", verdict=verdict,
+                                                   cls=badge, error=err)))
+        prefix.append(str(report.HIDE_PYTEST))
+        prefix.append(self.part("the summary", lambda: report.summary_table(doc["results"])))
+        if self.folded():
+            prefix.append(self.part("the note on folded rows", lambda: report.folded_note(doc["results"])))
+        prefix.append(self.part("the notes on the hosts", lambda: report.notes_section(doc)))
+        prefix.append(self.part("the figures measured again", lambda: report.retried_section(doc["results"])))
+        # each family's own, in the families' order (pluggy keeps its implementations as registered)
+        hook = self.config.hook
+        for impl in hook.pytest_signoff_report_sections.get_hookimpls():
+            prefix.append(self.part(f"the {_family(impl)} section", lambda i=impl: _section(i, doc, prof)))
+        methods = []
+        for impl in hook.pytest_signoff_methodology.get_hookimpls():
+            got = self.part(f"the {_family(impl)} methodology",
+                            lambda i=impl: _call(i, doc=doc, profile=prof), lambda err: None)
+            if got is not None:
+                methods.append(got)
+        prefix.append(self.part("the methodology", lambda: report.methodology(doc, prof, methods)))
+        prefix.append(self.part("the hardware inventory", lambda: report.inventory_section(doc)))
+
+    def part(self, what: str, draw, instead=None):
+        """draw() (a fragment, or a family's methodology rows); if it raises: the failure said,
+        and instead(error) (by default the page's note of it) in its place."""
+        try:
+            got = draw()
+        except Exception as exc:  # one part's failure costs neither the page nor the verdict
+            err = f"{type(exc).__name__}: {exc}"
+            self.failed(f"report.html: {what} could not be drawn: {err}")
+            got = instead(err) if instead else render("templates/failed.jinja2",
+                                                      what=what[:1].upper() + what[1:], error=err)
+        return str(got) if isinstance(got, str) else got  # pytest-html's list: plain str (Markup is ours)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_report_title(self, report):
@@ -415,8 +499,10 @@ class Recorder:
             tr.write_line(f"  note: {line}")
         tr.write_line(f"exit code {meta.get('exit_code')}: {meta.get('exit_reason')}",
                       **({"green": True} if meta.get("exit_code") == 0 else {"red": True}))
+        for line in self.report_failed:  # the verdict above stands; what of the reports did not
+            tr.write_line(f"  {line}", red=True)
         html = getattr(self.config.option, "htmlpath", None)  # none: pytest-html not loaded
-        tr.write_line((f"report: {html}  " if html else "")
+        tr.write_line((f"report: {html}  " if html and self.html_written else "")
                       + f"results: {self.state.report_dir}/results.json")
 
     def regressions(self, tr, doc: dict) -> None:
@@ -440,6 +526,28 @@ class Recorder:
                 tr.write_line(f"  hosts {kind} since the baseline: {report.hosts_text(base[kind])}")
         if report.failed_on_regression(doc):
             tr.write_line(f"  {report.failed_on_regression(doc)}", red=True)
+
+
+def _cell(cls: str | None, text: str) -> str:
+    """A cell of pytest-html's results table (a header cell where cls is None)."""
+    return str(render("templates/cell.jinja2", cls=cls, text=text))
+
+
+def _family(impl) -> str:
+    """A family's name from its plugin's ('signoff.network.plugin': network), else the plugin's."""
+    return impl.plugin_name.removeprefix("signoff.").removesuffix(".plugin")
+
+
+def _call(impl, **kw):
+    """One plugin's implementation of a hook, alone (pluggy calls all at once: one raising would
+    cost every family's part)."""
+    return impl.function(*(kw[a] for a in impl.argnames))
+
+
+def _section(impl, doc: dict, profile):
+    """A family's section, in its page frame (.so-section); '' where it has none."""
+    body = _call(impl, doc=doc, profile=profile)
+    return render("templates/section.jinja2", body=body) if body else ""
 
 
 class _Printable:

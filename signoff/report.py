@@ -1,4 +1,5 @@
-"""HTML fragments for the pytest-html report: the cover (verdict, what failed and why, counts,
+"""HTML fragments for the pytest-html report, each rendered from its template (signoff/templates/,
+signoff/render.py) with the data below: the cover (verdict, what failed and why, counts,
 who ran what when), per-criterion summary (and the host x criterion matrix on small clusters),
 notes on the hosts, the methodology, the hardware inventory, the profile used; and report.md,
 the same cover in Markdown. The families add their own sections (pytest_signoff_report_sections)
@@ -14,28 +15,13 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from signoff import causes, families, hostlist, paths, profiles, retry
-from signoff.printable import escape, printable  # escape: html.escape, a host's controls visible too
+from markupsafe import Markup
+
+from signoff import causes, families, hostlist, paths, profiles, retry, safefile
+from signoff.printable import printable
+from signoff.render import render
 from signoff.results import ALL, STATUSES, VERDICT_MEANS, verdict_text, version_text
 from signoff.units import figure, figures_in
-
-STYLE = """<style>
-.so-table{border-collapse:collapse;margin:6px 0 16px}
-.so-table td,.so-table th{border:1px solid #bbb;padding:3px 7px;font-size:12px;vertical-align:top}
-.so-PASS{background:#d4f4d4}.so-FAIL{background:#f8c8c8}.so-ERROR{background:#f4b183}
-.so-NA{background:#e8e8e8}.so-NOTRUN{background:#fff2a8}.so-odd{background:#f8c8c8;font-weight:bold}
-.so-verdict{font-size:20px;font-weight:bold;padding:6px 12px;display:inline-block}
-.so-cover{border:2px solid #888;padding:8px 14px;margin:8px 0 18px;color:#000}
-.so-cover li{margin:3px 0}.so-section img{max-width:100%}
-.so-table td,.so-table th,.so-section,.so-methodology,.so-inventory{color:#222}
-#environment-header,#environment{display:none}
-@media print{
- .so-section,.so-methodology,.so-inventory,#results-table{break-before:page}
- .extras-row.hidden{display:table-row!important}
- .controls,.filters,.summary__reload{display:none!important}
- img{max-width:100%;break-inside:avoid}tr{break-inside:avoid}
-}
-</style>"""
 
 # A figure's bar in its check's verdict colour (the tables' so-PASS, so-FAIL ... in darker tones)
 VERDICT_COLOURS = {"PASS": "tab:green", "FAIL": "tab:red", "ERROR": "tab:orange", "N.A.": "tab:gray",
@@ -117,19 +103,39 @@ def problem_groups(records: list[dict]) -> list[dict]:
     checks and cause, whatever the number of hosts. A host's checks that said one same thing
     (unreachable, locked, no GPU) are one line, and the hosts whose checks did so for the same
     cause (the message less its host's name, temp dir, addresses and figures) one line too;
-    distinct causes of one check are each their own line."""
-    same: dict = {}  # (status, host, message) -> the host's checks that said it
+    distinct causes of one check are each their own line. A cause every host shares (the class of
+    another profile, a lock another run holds, a floor no host reaches: causes.shared) is one line
+    for every check, pair and check across hosts that said it and, for a FAIL, its likely cause
+    the profile's (the group's "shared": no host's hardware)."""
+    hosts = list(dict.fromkeys(r["host"] for r in records
+                               if r["host"] != ALL and not causes.is_pair(r["host"])))
+    judged: dict = {}  # host -> its checks' statuses; then what a host of ERRORs only said
     for r in records:
-        if r["status"] in PROBLEMS:
+        if r["status"] != "N.A.":
+            judged.setdefault(r["host"], set()).add(r["status"])
+    spoke: dict = {h: set() for h, s in judged.items() if s == {"ERROR"} and h in hosts}
+    for r in records:
+        if r["host"] in spoke and r["status"] == "ERROR":
+            spoke[r["host"]].add(r.get("message") or "")
+    # one ERROR on every check: a host that did not answer, said on its own
+    common = causes.shared(records, hosts, down=[h for h, s in spoke.items() if len(s) == 1])
+    taken = {i for c in common for i in c.members}
+    out = []
+    for c in common:
+        rs = [records[i] for i in c.members]
+        who = [h for h in c.hosts if h in hosts] or c.hosts
+        out.append({"criterion": causes.checks_label(c.checks), "status": c.status, "shared": c,
+                    "records": rs, "cause": causes.Cause(who, c.members, c.text, True, False)})
+    same: dict = {}  # (status, host, message) -> the host's checks that said it
+    for i, r in enumerate(records):
+        if r["status"] in PROBLEMS and i not in taken:
             same.setdefault((r["status"], r["host"], r.get("message") or ""), []).append(r)
     said: dict = {}  # (status, the checks) -> [(host, message, its records)]
     for (status, host, msg), rs in same.items():
         checks = tuple(dict.fromkeys(r["criterion"] for r in rs))
         said.setdefault((status, checks), []).append((host, msg, rs))
-    out = []
     for (status, names), items in said.items():
-        label = names[0] if len(names) == 1 else f"{len(names)} checks ({', '.join(names[:4])}" \
-            + (f" and {len(names) - 4} more)" if len(names) > 4 else ")")
+        label = causes.checks_label(list(names))
         for c in causes.fold([(host, msg) for host, msg, _ in items]):
             out.append({"criterion": label, "status": status, "cause": c,
                         "records": [r for i in c.members for r in items[i][2]]})
@@ -152,6 +158,17 @@ def problem_line(g: dict) -> tuple[str, str, str]:
     who = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} {_noun(hosts)} {hosts_text(hosts)}"
     unit = r.get("unit") or ""
     vals = sorted(x["measured"] for x in rs if _number(x.get("measured")))
+    common = g.get("shared")
+    if common:  # one cause every host said: its hosts, not the pairs and checks across them it holds
+        hosts = set(g["cause"].hosts)
+        who = f"{len(hosts)} {_noun(hosts)} {hosts_text(hosts)}"
+        one = len(common.checks) == 1 and len({x.get("unit") for x in rs}) == 1
+        span = _span(vals, unit) if one else ""
+        what, cause = split_cause(common.text)
+        if span:
+            what = f"measured {span}" + (f", expected {r['expected']}" if r.get("expected") else "")
+        cause = "; ".join(x for x in (cause, common.hint) if x)
+        return who, figures_in(what), figures_in(cause)
     if len({x["host"] for x in rs}) == 1:
         what, cause = split_cause(r.get("message") or "")
         what = what.removeprefix(f"{r['host']}: ")
@@ -245,30 +262,16 @@ def exclude_files(doc: dict) -> dict[str, str]:
 def write_exclude(report_dir, doc: dict) -> None:
     """exclude.hostlist and drain.sh into the report dir (both written: an empty list is news too)."""
     for name, text in exclude_files(doc).items():
-        (Path(report_dir) / name).write_text(text)
+        safefile.write(Path(report_dir) / name, text)
 
 
 def by_host_html(doc: dict) -> str:
     """The cover's per-host section: each failing host, what is wrong, the figures, what to do."""
     entries, unplaced, hosts = by_host(doc)
     if not entries and not unplaced:
-        return ""
-    items = []
-    for e in entries:
-        ident = "<br>".join(escape(x) for x in e["identity"])
-        lines = "".join(f"<li>{escape(x)}</li>" for x in e["lines"])
-        tag = " <b class='so-FAIL'>exclude or drain</b>" if e["exclude"] else ""
-        items.append(f"<li class='so-host'><b>{escape(e['who'])}</b>{tag}<br><small>{ident}</small>"
-                     f"<ul>{lines}</ul></li>")
-    shown = "".join(items[:COVER_LINES])
-    more = (f"<details><summary>{len(items) - COVER_LINES} more hosts</summary><ul>"
-            f"{''.join(items[COVER_LINES:])}</ul></details>" if len(items) > COVER_LINES else "")
-    rest = ("<p>Not placed on a host:</p><ul>" + "".join(f"<li>{escape(x)}</li>" for x in unplaced)
-            + "</ul>" if unplaced else "")
-    ex = (f"<p class='so-exclude'>To exclude or drain: <b>{escape(hosts_text(hosts))}</b> "
-          f"({EXCLUDE_FILE}, {DRAIN_FILE} in the report dir)</p>" if hosts else
-          "<p class='so-exclude'>No host to exclude.</p>")
-    return f"<h3>By host</h3><ul class='so-hosts'>{shown}</ul>{more}{ex}{rest}"
+        return Markup()
+    return render("templates/by_host.jinja2", entries=entries, shown=COVER_LINES, unplaced=unplaced,
+                  hosts=hosts_text(hosts) if hosts else "", files=f"{EXCLUDE_FILE}, {DRAIN_FILE}")
 
 
 def by_host_md(doc: dict) -> list[str]:
@@ -393,60 +396,35 @@ def cover(verdict: str, doc: dict) -> str:
     """The first screen: verdict, what to fix (criterion, hosts, measured vs threshold, likely
     cause), regressions against the baseline, counts, profile and class, who ran it when."""
     meta, records = doc["meta"], doc["results"]
-    lines = []
-    groups = problem_groups(records)
-    for g in groups:
+    problems = []
+    for g in problem_groups(records):
         who, what, cause = problem_line(g)
-        lines.append(f"<li class='so-problem'><b class='{status_class(g['status'])}'>{g['status']}</b> "
-                     f"<b>{escape(g['criterion'])}</b> on {escape(who)}: {escape(what)}"
-                     + (f"<br>&rarr; likely cause: {escape(cause)}" if cause else "") + "</li>")
+        problems.append({"status": g["status"], "cls": status_class(g["status"]), "criterion": g["criterion"],
+                         "who": who, "what": what, "cause": cause})
     base = meta.get("baseline") or {}
-    regressions = [f"<li class='so-regression'><b>REGRESSED</b> <b>{escape(x['criterion'])}</b> on "
-                   f"{escape(x['host'])}: {escape(regression_text(x))}</li>"
-                   for x in base.get("regressions", [])]
-    moved = [f"<li>hosts {kind} since the baseline: {escape(hosts_text(base[kind]))}</li>"
-             for kind in ("appeared", "vanished") if base.get(kind)]
-    moved += [f"<li class='so-regression'>{escape(w)}</li>" for w in baseline_notes(base)]
     counts = Counter(r["status"] for r in records)
-    parts = ", ".join(f"<span class='{status_class(s)}' data-status='{s}'>{counts[s]} {s}</span>"
-                      for s in STATUSES if counts[s])
     hosts = meta.get("hosts", [])
-    return (f"{STYLE}<div class='so-cover'><h2>Sign-off verdict: "
-            f"<span class='so-verdict {status_class(verdict if verdict in ('PASS', 'ERROR') else 'FAIL')}'>"
-            f"{escape(verdict)}</span>"
-            + (f" ({escape(VERDICT_MEANS[verdict])})" if verdict in VERDICT_MEANS else "") + "</h2>"
-            + (f"<h3>To fix</h3><ul>{''.join(lines[:COVER_LINES])}</ul>" if lines
-               else "<p>Nothing failed.</p>")
-            + (f"<details><summary>{len(lines) - COVER_LINES} more to fix</summary><ul>"
-               f"{''.join(lines[COVER_LINES:])}</ul></details>" if len(lines) > COVER_LINES else "")
-            + by_host_html(doc)
-            + (f"<h3>Compared with {escape(base.get('name', 'the baseline'))} "
-               f"({escape(tolerance_text(base))})</h3><ul>"
-               f"{''.join(regressions + moved) or '<li>no regression</li>'}</ul>" if base else "")
-            + (f"<p class='so-regression'><b>{escape(failed_on_regression(doc))}</b></p>"
-               if failed_on_regression(doc) else "")
-            + ("<h3>Said with the verdict</h3><ul>"
-               + "".join(f"<li>{escape(x)}</li>" for x in noted[:COVER_LINES]) + "</ul>"
-               if (noted := note_lines(records)) else "")
-            + f"<p class='so-counts'>{len(records)} checks: {parts}</p>"
-            + (f"<p class='so-provisional'><b>{escape(provisional_text(prov))}</b></p>"
-               if (prov := provisional(records)) else "")
-            + (f"<p class='so-retried'>{escape(retried_text(again))}: see Measured again</p>"
-               if (again := retried(records)) else "")
-            + f"<p>Profile <b>{escape(str(meta.get('profile')))}</b> "
-            f"{escape(profile_class_text(meta))}; hosts ({len(hosts)}): "
-            f"{escape(hosts_text(hosts))}"
-            + "".join(f"<br>&nbsp;&nbsp;{escape(x)}" for x in identity_lines(doc))
-            + (f"<br>Profile {escape(meta['profile_pick'])}" if meta.get("profile_pick") else "")
-            + f"<br>{escape(run_line(meta))}"
-            + (f"<br><b>{escape(rerun_text(meta))}</b>" if meta.get("rerun") else "")
-            + (f"<br><b>{escape(excluded_text(meta))}</b>" if meta.get("excluded") else "")
-            + f"<br>Launcher: {escape(launcher(meta, records))}"
-            + (f"<br><b>{escape(probe_env_text(meta))}</b>" if meta.get("probe_env") else "")
-            + (f"<br><b>{escape(partial_text(meta))}</b>" if meta.get("partial") else "")
-            + "</p><p>PASS needs every applicable check to run and pass; ERROR means the check "
-            "could not measure (it is not a pass); N.A. means the profile does not apply it to "
-            "that host; NOT RUN means it was not measured (see the Methodology).</p></div>")
+    return render(
+        "templates/cover.jinja2", verdict=verdict, means=VERDICT_MEANS.get(verdict),
+        verdict_class=status_class(verdict if verdict in ("PASS", "ERROR") else "FAIL"),
+        problems=problems, shown=COVER_LINES, by_host=by_host_html(doc),
+        base={"name": base.get("name", "the baseline"), "tolerance": tolerance_text(base),
+              "regressions": [{"criterion": x["criterion"], "host": x["host"], "text": regression_text(x)}
+                              for x in base.get("regressions", [])],
+              "moved": [f"hosts {kind} since the baseline: {hosts_text(base[kind])}"
+                        for kind in ("appeared", "vanished") if base.get(kind)],
+              "notes": baseline_notes(base)} if base else None,
+        failed_on_regression=failed_on_regression(doc), noted=note_lines(records)[:COVER_LINES],
+        checks=len(records), counts=[{"status": s, "cls": status_class(s), "n": counts[s]}
+                                     for s in STATUSES if counts[s]],
+        provisional=provisional_text(prov) if (prov := provisional(records)) else "",
+        retried=retried_text(again) if (again := retried(records)) else "",
+        profile=str(meta.get("profile")), profile_class=profile_class_text(meta), n_hosts=len(hosts),
+        hosts=hosts_text(hosts), identity=identity_lines(doc), profile_pick=meta.get("profile_pick"),
+        run_line=run_line(meta), rerun=rerun_text(meta) if meta.get("rerun") else "",
+        excluded=excluded_text(meta) if meta.get("excluded") else "", launcher=launcher(meta, records),
+        probe_env=probe_env_text(meta) if meta.get("probe_env") else "",
+        partial=partial_text(meta) if meta.get("partial") else "")
 
 
 def rerun_text(meta: dict) -> str:
@@ -601,23 +579,19 @@ def criteria_summary(records: list[dict]) -> str:
     rows = []
     for c, recs in by.items():
         st = criterion_stats(recs)
-        counts = "".join(f"<td class='{status_class(s)}'>{st['counts'][s]}</td>"
-                         if st["counts"][s] else "<td>0</td>" for s in STATUSES)
-        worst = [f"<b>{s}</b> {escape(hosts_text(h))}" for s, h in st["problems"].items()]
+        worst = [{"status": s, "text": hosts_text(h)} for s, h in st["problems"].items()]
         if st["bad_end"]:
             end = "lowest" if st["direction"] > 0 else "highest"
-            worst.append(f"{end}: " + ", ".join(f"{escape(h)} {_fmt(v)}" for v, h in st["bad_end"]))
+            worst.append({"status": None,
+                          "text": f"{end}: " + ", ".join(f"{h} {_fmt(v)}" for v, h in st["bad_end"])})
         fs = fleet_stats(recs)
         if fs:
-            worst.append(escape(fleet_text(fs)))
-        rows.append(f"<tr><th>{escape(c)}</th>{counts}<td>{_fmt(st['min'])}</td><td>{_fmt(st['median'])}"
-                    f"</td><td>{_fmt(st['max'])}</td><td>{escape(st['unit'])}</td>"
-                    f"<td>{'<br>'.join(worst)}</td><td>{escape(str(st['expected']))}</td>"
-                    f"<td>{escape(st['source'])}</td></tr>")
-    head = "".join(f"<th>{s}</th>" for s in STATUSES)
-    return (f"<h2>Summary: hosts per criterion</h2><table class='so-table'><tr><th>criterion</th>{head}"
-            f"<th>min</th><th>median</th><th>max</th><th>unit</th><th>worst hosts</th>"
-            f"<th>threshold</th><th>source</th></tr>{''.join(rows)}</table>")
+            worst.append({"status": None, "text": fleet_text(fs)})
+        rows.append({"criterion": c, "worst": worst, "expected": str(st["expected"]), "source": st["source"],
+                     "counts": [{"n": st["counts"][s], "cls": status_class(s)} for s in STATUSES],
+                     "min": _fmt(st["min"]), "median": _fmt(st["median"]), "max": _fmt(st["max"]),
+                     "unit": st["unit"]})
+    return render("templates/criteria_summary.jinja2", statuses=STATUSES, rows=rows)
 
 
 def host_matrix(records: list[dict]) -> str:
@@ -629,22 +603,14 @@ def host_matrix(records: list[dict]) -> str:
     for r in records:
         if r.get("unit"):
             units.setdefault(r["criterion"], r["unit"])
-    head = "".join(f"<th>{escape(h)}</th>" for h in hosts)
-    rows = []
-    for c in criteria:
-        tds = []
-        for h in hosts:
-            r = cell.get((c, h))
-            if r is None:
-                tds.append("<td></td>")
-                continue
-            measured = "" if r.get("measured") is None else f"<br>{escape(_fmt(r['measured']))}"
-            title = escape(r.get("message") or "", quote=True)
-            tds.append(f"<td class='{status_class(r['status'])}' title='{title}'>"
-                       f"{r['status']}{measured}</td>")
-        rows.append(f"<tr><th>{escape(c)}</th><td>{escape(units.get(c, ''))}</td>{''.join(tds)}</tr>")
-    return (f"<h2>Host &times; criterion</h2><table class='so-table'><tr><th>criterion</th><th>unit</th>"
-            f"{head}</tr>{''.join(rows)}</table>")
+
+    def one(r):
+        return None if r is None else {
+            "cls": status_class(r["status"]), "title": r.get("message") or "", "status": r["status"],
+            "measured": None if r.get("measured") is None else _fmt(r["measured"])}
+    return render("templates/host_matrix.jinja2", hosts=hosts, rows=[
+        {"criterion": c, "unit": units.get(c, ""), "cells": [one(cell.get((c, h))) for h in hosts]}
+        for c in criteria])
 
 
 PROBLEM_ROWS = 20  # rows per criterion in the hosts-not-passed tables; the rest one table below
@@ -658,7 +624,7 @@ def problem_tables(records: list[dict]) -> str:
     for r in records:
         if r["status"] in PROBLEMS:
             by.setdefault(r["criterion"], {}).setdefault(r["status"], []).append(r)
-    out = []
+    tables = []
     for c, statuses in by.items():
         keys = [(status, cause, [rs[i] for i in cause.members]) for status, rs in statuses.items()
                 for cause in causes.fold([(r["host"], r.get("message")) for r in rs])]
@@ -667,27 +633,22 @@ def problem_tables(records: list[dict]) -> str:
         for status, cause, rs in keys[:PROBLEM_ROWS]:
             hosts = [r["host"] for r in rs]
             vals = sorted(r["measured"] for r in rs if _number(r.get("measured")))
-            span = _span(vals)
-            msg = cause.text if cause.alike else f"as on {cause.hosts[0]}: {cause.text}"  # the hosts column
-            who = hosts_text(hosts) if len(hosts) == 1 else f"{len(hosts)} {_noun(hosts)} {hosts_text(hosts)}"
-            rows.append(f"<tr class='{status_class(status)}'><td>{escape(who)}</td><td>{status}</td>"
-                        f"<td>{escape(span)}</td><td>{escape(msg)}</td></tr>")
-        more = (f"<p>and {len(keys) - PROBLEM_ROWS} more causes: every check is in the table below and "
-                f"in results.json</p>" if len(keys) > PROBLEM_ROWS else "")
-        n = sum(len(rs) for rs in statuses.values())
-        out.append(f"<h3>{escape(c)}: {n} not passed</h3><table class='so-table'>"
-                   f"<tr><th>hosts</th><th></th><th>measured</th><th>message</th></tr>{''.join(rows)}</table>"
-                   + more)
-    return "".join(out)
+            rows.append({"cls": status_class(status), "status": status, "span": _span(vals),
+                         "who": hosts_text(hosts) if len(hosts) == 1 else
+                         f"{len(hosts)} {_noun(hosts)} {hosts_text(hosts)}",
+                         # the hosts column
+                         "msg": cause.text if cause.alike else f"as on {cause.hosts[0]}: {cause.text}"})
+        tables.append({"criterion": c, "n": sum(len(rs) for rs in statuses.values()), "rows": rows,
+                       "more": len(keys) - PROBLEM_ROWS if len(keys) > PROBLEM_ROWS else 0})
+    return render("templates/problem_tables.jinja2", tables=tables) if tables else Markup()
 
 
 def summary_table(records: list[dict]) -> str:
-    if not records:
-        return "<h2>Summary</h2><p>no check reported a result</p>"
-    if len({r["host"] for r in records} - {ALL}) <= MATRIX_MAX_HOSTS:  # the cover lists the problems
-        return criteria_summary(records) + host_matrix(records)
-    return (criteria_summary(records) + "<h2>Hosts not passed, per criterion</h2>"
-            + (problem_tables(records) or "<p>none</p>"))
+    few = len({r["host"] for r in records} - {ALL}) <= MATRIX_MAX_HOSTS  # the cover lists the problems
+    return render("templates/summary.jinja2", any_records=bool(records),
+                  criteria=criteria_summary(records) if records else "",
+                  matrix=host_matrix(records) if records and few else None,
+                  problems=problem_tables(records) if records and not few else "")
 
 
 RETRIED_SHOWN = 50  # rows of the retried-figures table; the rest are in results.json
@@ -700,10 +661,7 @@ def folded_note(records: list[dict]) -> str:
     """What the results table below leaves out on a run of many hosts: its PASS and N.A. rows."""
     n = sum(r["status"] == "PASS" for r in records)
     na = sum(r["status"] == "N.A." for r in records)
-    return (f"<p class='so-folded'>The table of checks below lists the {len(records) - n - na} that "
-            f"did not pass; the {n} that passed are in the summary above (counts, min / median / max, "
-            f"worst hosts) and in results.json with every figure"
-            + (f", and so are the {na} that do not apply (N.A.)" if na else "") + ".</p>")
+    return render("templates/folded.jinja2", shown=len(records) - n - na, passed=n, na=na)
 
 
 def provisional(records: list[dict]) -> dict[str, list[str]]:
@@ -750,18 +708,14 @@ def retried_section(records: list[dict]) -> str:
     spread, the judged (best) figure and the status; the widest spreads first."""
     recs = retried(records)
     if not recs:
-        return ""
-    rows = "".join(f"<tr class='{status_class(r['status'])}'><td>{escape(r['criterion'])}</td>"
-                   f"<td>{escape(r['host'])}</td><td>{r['status']}</td>"
-                   f"<td>{escape(', '.join(_fmt(v) for v in r['details']['attempts']))}</td>"
-                   f"<td>{escape(_fmt(r['details'].get('spread_pct')))} %</td>"
-                   f"<td>{escape(_fmt(r.get('measured')))} {escape(r.get('unit') or '')}</td></tr>"
-                   for r in recs[:RETRIED_SHOWN])
-    more = f"<p>{len(recs) - RETRIED_SHOWN} more in results.json</p>" if len(recs) > RETRIED_SHOWN else ""
-    return (f"<h2>Measured again ({len(recs)} figures)</h2><p>These missed their threshold at the first "
-            f"attempt and were measured again (the retry policy, see the Methodology); the best "
-            f"attempt is judged.</p><table class='so-table'><tr><th>criterion</th><th>host</th><th></th>"
-            f"<th>attempts</th><th>spread</th><th>judged</th></tr>{rows}</table>{more}")
+        return Markup()
+    return render("templates/retried.jinja2", n=len(recs), rows=[
+        {"cls": status_class(r["status"]), "criterion": r["criterion"], "host": r["host"],
+         "status": r["status"],
+         "attempts": ", ".join(_fmt(v) for v in r["details"]["attempts"]),
+         "spread": _fmt(r["details"].get("spread_pct")), "measured": _fmt(r.get("measured")),
+         "unit": r.get("unit") or ""} for r in recs[:RETRIED_SHOWN]],
+        more=len(recs) - RETRIED_SHOWN if len(recs) > RETRIED_SHOWN else 0)
 
 
 def _source(t) -> str:
@@ -771,16 +725,11 @@ def _source(t) -> str:
 
 
 def profile_block(profile) -> str:
-    if profile is None:
-        return "<h2>Profile</h2><p>not resolved</p>"
-    rows = "".join(
-        f"<tr><td>{escape(t.criterion)}</td><td>{escape(t.expected)}</td>"
-        f"<td>{escape(_source(t))}</td></tr>" for t in profile.criteria.values())
-    hw = ", ".join(f"{k}={v}" for k, v in profile.hardware.items())
-    return (f"<h2>Profile {escape(profile.name)}</h2><p>{escape(profile.description)}<br>"
-            f"file {escape(shown_path(profile.path))}; inherits {' &rarr; '.join(map(escape, profile.chain))}"
-            f"<br>hardware class: {escape(hw)}</p><table class='so-table'>"
-            f"<tr><th>criterion</th><th>threshold</th><th>source</th></tr>{rows}</table>")
+    return render("templates/profile.jinja2", profile=None if profile is None else {
+        "name": profile.name, "description": profile.description, "path": shown_path(profile.path),
+        "chain": list(profile.chain), "hardware": ", ".join(f"{k}={v}" for k, v in profile.hardware.items()),
+        "rows": [{"criterion": t.criterion, "expected": t.expected, "source": _source(t)}
+                 for t in profile.criteria.values()]})
 
 
 def host_notes(doc: dict) -> list[str]:
@@ -824,17 +773,12 @@ def notes_section(doc: dict) -> str:
     lines = [x for x in host_notes(doc) if not x.startswith("leftover on ")]
     lines += [f"leftover on {h} ({len(ws)}): " + "; ".join(ws) + ": remove them once no run of them is alive"
               for h, ws in doc.get("leftovers", {}).items()]
-    if not lines:
-        return ""
-    return ("<h2>On the hosts</h2><ul>" + "".join(f"<li class='so-odd'>{escape(x)}</li>" for x in lines)
-            + "</ul>")
+    return render("templates/notes.jinja2", lines=lines) if lines else Markup()
 
 
 # pytest-html's own counters count pytest outcomes (an ERROR that could not measure shows as
 # "Failed", N.A. and NOT RUN as "Skipped"): hidden, the cover's counts shown instead.
-HIDE_PYTEST = ("<style>.summary__data>.run-count,.summary__data>.filter,.controls .filters,"
-               "th[data-column-type=result],td.col-result,#show_all_details,#hide_all_details"
-               "{display:none}</style>")
+HIDE_PYTEST = render("templates/hide_pytest.jinja2")
 
 
 STATUS_MEANING = {
@@ -855,38 +799,16 @@ def methodology(doc: dict, profile, methods: list) -> str:
     sysinfo = {"check": "GPU model, count, health, versions", "tool": "NVML (nvidia-ml-py), torch, sysfs",
                "how": "read once on every host when the run starts, before any load (the sysinfo "
                       "probe); versions compared across hosts"}
-    rows = "".join(f"<tr><th>{escape(m['check'])}</th><td>{escape(m['tool'])}</td>"
-                   f"<td>{escape(m['how'])}</td></tr>" for fam in [[sysinfo], *methods] for m in fam)
-    statuses = "".join(f"<li><b>{s}</b>: {escape(t)}</li>" for s, t in STATUS_MEANING.items())
-    sources, meta = "", doc.get("meta") or {}
+    sources, meta = None, doc.get("meta") or {}
     if profile is not None:
         known = families.criteria()
-        sources = "".join(f"<tr><td>{escape(t.criterion)}</td><td>{escape(t.expected)}</td>"
-                          f"<td>{retry.count(t) if known.get(t.criterion, {}).get('retry') else 'never'}"
-                          f"</td><td>{escape(_source(t))}</td></tr>"
-                          for t in profile.criteria.values())
-        sources = (f"<h3>Threshold sources (profile {escape(profile.name)}, "
-                   f"{escape(shown_path(profile.path))})</h3><table class='so-table'><tr><th>criterion"
-                   f"</th><th>threshold</th><th>attempts</th><th>source</th></tr>{sources}</table>"
-                   f"<p>Each source holds its figure (or states its rule) in its own words; a path it "
-                   f"cites (docs/..., thresholds/...) is a file of this suite's repository as of the "
-                   f"version this run names: {escape(version_text(meta.get('suite_version')))}.</p>")
-    return ("<div class='so-methodology'><h2>Methodology</h2>"
-            "<p>Units: GB = 10<sup>9</sup> bytes, GB/s = 10<sup>9</sup> B/s, Gb/s = 10<sup>9</sup> "
-            "bit/s; message and block sizes in binary units (1M = 2<sup>20</sup> B). Every host is "
-            "measured at once per family, one family after the other (storage reads and the soak "
-            "alone on the hosts). Retry policy: a bandwidth or throughput figure that misses its "
-            "threshold at the first attempt is measured again, up to the threshold's attempts in all "
-            "(the profile's <code>attempts</code>, default 3: the attempts column below); every "
-            "attempt is kept and shown with its spread (Measured again), the best is judged, and a "
-            "FAIL says how many attempts it had. The attempts must agree: a spread wider than the "
-            "threshold's <code>max_spread</code> (default 10 %) FAILs as unstable, naming every "
-            "attempt, whatever the best one measured. Correctness, health, temperatures and versions "
-            "are never measured again, nor is a probe that failed. Figures measured per host or pair "
-            "are also judged against the fleet: below <code>fleet_min</code> x the median of the "
-            "run's hosts (pairs) of the class (3 at least) a figure FAILs as an outlier.</p>"
-            f"<table class='so-table'><tr><th>check</th><th>tool</th><th>method</th></tr>{rows}</table>"
-            f"<h3>What the statuses mean</h3><ul>{statuses}</ul>{sources}</div>")
+        sources = {"profile": profile.name, "path": shown_path(profile.path),
+                   "version": version_text(meta.get("suite_version")), "rows": [
+                       {"criterion": t.criterion, "expected": t.expected, "source": _source(t),
+                        "attempts": retry.count(t) if known.get(t.criterion, {}).get("retry") else "never"}
+                       for t in profile.criteria.values()]}
+    return render("templates/methodology.jinja2", methods=[m for fam in [[sysinfo], *methods] for m in fam],
+                  statuses=list(STATUS_MEANING.items()), sources=sources)
 
 
 def _gib(n) -> str:
@@ -903,13 +825,9 @@ def inventory_section(doc: dict) -> str:
     rows = []
     for h, f in sorted(doc.get("hosts", {}).items()):
         if "error" in f:
-            rows.append(f"<tr><th>{escape(h)}</th><td colspan='4' class='so-ERROR'>"
-                        f"{escape(str(f['error']))}</td></tr>")
+            rows.append({"name": h, "error": str(f["error"])})
             continue
         nv = f.get("nvidia") or {}
-        gpus = "<br>".join(escape(f"GPU {g.get('index')}: {g.get('name')}, {g.get('uuid')}, serial "
-                                  f"{g.get('serial') or '?'}, VBIOS {g.get('vbios') or '?'}, PCI "
-                                  f"{g.get('pci_bus_id')}") for g in nv.get("gpus") or []) or "no GPU"
         net = nics.get(h) or {}
         # every port the netinfo probe read, a bond, VLAN, veth or bridge (no PCI device) said so:
         # on such a host those are what was probed, never "not probed"; loopback left out
@@ -919,19 +837,18 @@ def inventory_section(doc: dict) -> str:
                  for p in net.get("ethernet") or [] if p.get("name") != "lo"]
         ports += [f"{p['device']}/{p['port']} {p.get('rate')} {p.get('state')}"
                   for p in net.get("infiniband") or []]
-        # the host's own strings (/etc/os-release, uname, /proc/cpuinfo): text, never markup
-        host = (f"{escape(f.get('os'))}, kernel {escape(f.get('kernel'))}<br>CPU "
-                f"{escape(f.get('cpu_model') or '?')} ({escape(f.get('cpu_count'))} logical), memory "
-                f"{_gib(f.get('memory_bytes')) or '?'}")
-        sw = (f"driver {nv.get('driver') or '-'} (CUDA {nv.get('cuda_driver') or '-'}); torch "
-              f"{(f.get('torch') or {}).get('version') or '-'}; probe Python {f.get('python')} "
-              f"{f.get('python_executable')}")
-        rows.append(f"<tr><th>{escape(h)}<br>{escape(host_identity(f))}</th><td>{gpus}</td><td>{escape(sw)}</td>"
-                    f"<td>{escape('; '.join(ports) or 'not probed (no network check ran)')}</td>"
-                    f"<td>{host}</td></tr>")
-    return ("<div class='so-inventory'><h2>Hardware signed off</h2><table class='so-table'><tr><th>host"
-            "</th><th>GPUs (model, UUID, serial, VBIOS, PCI)</th><th>software</th><th>NICs</th>"
-            f"<th>host</th></tr>{''.join(rows)}</table></div>")
+        # the host's own strings (/etc/os-release, uname, /proc/cpuinfo): text, as every value in a template
+        rows.append({"name": h, "error": None, "identity": host_identity(f),
+                     "gpus": [f"GPU {g.get('index')}: {g.get('name')}, {g.get('uuid')}, serial "
+                              f"{g.get('serial') or '?'}, VBIOS {g.get('vbios') or '?'}, PCI "
+                              f"{g.get('pci_bus_id')}" for g in nv.get("gpus") or []],
+                     "software": f"driver {nv.get('driver') or '-'} (CUDA {nv.get('cuda_driver') or '-'}); "
+                                 f"torch {(f.get('torch') or {}).get('version') or '-'}; probe Python "
+                                 f"{f.get('python')} {f.get('python_executable')}",
+                     "nics": "; ".join(ports) or "not probed (no network check ran)",
+                     "os": str(f.get("os")), "kernel": str(f.get("kernel")), "cpu": f.get("cpu_model") or "?",
+                     "cpu_count": str(f.get("cpu_count")), "memory": _gib(f.get("memory_bytes")) or "?"})
+    return render("templates/inventory.jinja2", hosts=rows)
 
 
 def markdown(doc: dict) -> str:

@@ -18,7 +18,6 @@ import argparse
 import copy
 import json
 import math
-import os
 import re
 import sys
 import threading
@@ -26,7 +25,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from signoff import InputError, junit
+from signoff import InputError, junit, safefile
 
 ALL = "all hosts"  # the host column of a cluster-wide check
 STATUSES = ("PASS", "FAIL", "ERROR", "N.A.", "NOT RUN")
@@ -299,9 +298,7 @@ def text(doc: dict) -> str:
 
 
 def _dump(path: Path, doc: dict) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(text(bounded(doc)), encoding="utf-8")
-    os.replace(tmp, path)
+    safefile.write(path, text(bounded(doc)))  # a new file renamed over it: no link followed
 
 
 class Results:
@@ -311,7 +308,7 @@ class Results:
         self.doc = _empty({})
         self.selected: list[str] = []
         self._lock = threading.Lock()
-        self._log = self.log_path.open("w", encoding="utf-8")  # a reused --report-dir: this run only
+        self._log = safefile.open_new(self.log_path)  # a reused --report-dir: this run only
         self._change({"type": "meta", "meta": {**meta, "started": now(), "log": LOG}})
         self.write()  # once: tools see a run in progress (verdict null, no meta.finished)
 
@@ -406,7 +403,7 @@ def rebuild(report_dir: Path) -> dict:
     _dump(report_dir / "results.json", doc)
     junit.write(report_dir / "junit.xml", doc)
     from signoff import report  # report.md too (report.html is pytest-html's, at the end of a run)
-    (report_dir / "report.md").write_text(report.markdown(doc))
+    safefile.write(report_dir / "report.md", report.markdown(doc))
     report.write_exclude(report_dir, doc)
     return doc
 

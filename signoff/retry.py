@@ -9,6 +9,8 @@ never do, so nothing wrong is ever measured again into a PASS."""
 
 from __future__ import annotations
 
+import contextvars
+
 from signoff import InputError, cotenants, families, units
 
 # A neighbour's job or a clock ramp costs one attempt, not the sign-off: best of 3 in all,
@@ -61,15 +63,82 @@ def spread_pct(figures: list) -> float | None:
 
 
 def measured(first, again, figure, t) -> list:
-    """`first`, then `again()` while the last attempt's `figure(doc)` misses threshold `t` and
-    attempts remain (an unmeasurable figure counts as a miss): every attempt's document."""
+    """`first`, then `again()` while the attempts so far call for another (wants_more): every
+    attempt's document. While `again()` runs, attempt() says which attempt it is and why."""
     tries = [first]
     while wants_more(tries, figure, t):
+        token = _attempt.set(weigh([figure(d) for d in tries], t)[1])
         try:
             tries.append(again())
         except Exception as exc:  # the attempt that broke is the result: the earlier ones stay
             raise broke(exc, [figure(d) for d in tries]) from None
+        finally:
+            _attempt.reset(token)
     return tries
+
+
+# The attempt being measured and why ("attempt 2 of 3: attempt 1 read ..."), for the progress
+# line of the measurement that runs it (network/run.py Sweep); None at a first attempt.
+_attempt: contextvars.ContextVar[str | None] = contextvars.ContextVar("attempt", default=None)
+
+
+def attempt() -> str | None:
+    return _attempt.get()
+
+
+def weigh(figures: list, t) -> tuple[bool, str | None]:
+    """Whether these attempts' figures (in order, the last one judged) call for another attempt,
+    and why, in words: (True, 'attempt 2 of 3: attempt 1 read 9.6 GB/s, within 4 % of the floor
+    10 GB/s') or (False, 'not measured again: ...'); (False, None) when the last one passed.
+
+    A miss is measured again only where noise could explain it. Final: a figure farther from the
+    floor than max_spread (the attempts must agree within it, so no later attempt could make a
+    stable PASS of it: a slow link read again only costs its time), or two attempts or more whose
+    spread is narrower than the best one's distance from the floor (the noise they show cannot
+    bridge the miss). An unmeasurable figure counts as a miss that may be noise."""
+    last, n, k = figures[-1], count(t), len(figures)
+    if _ok(t, last):
+        return False, None
+    read = f"attempt {k}" if k == 1 else f"attempts 1-{k}"
+    read += f" read {units.readable(figures)} {t.unit}"
+    nums = [f for f in figures if _number(f)]
+    bound = "floor" if t.op == "min" else "ceiling"
+    limit = f"the {bound} {units.readable(t.value)} {t.unit}"
+    if not _number(last):
+        why = f"attempt {k} gave no figure to judge"
+    else:
+        worst = min(nums) if t.op == "min" else max(nums)
+        best = max(nums) if t.op == "min" else min(nums)
+        far, gap = distance(worst, t), distance(best, t)
+        spread = spread_pct(nums)
+        side = "below" if t.op == "min" else "above"
+        if far is not None and far > max_spread(t):
+            return False, (f"not measured again: {read}, {far:g} % {side} {limit}, beyond max_spread "
+                           f"{max_spread(t):g} %: no attempt that agrees with it could pass")
+        if len(nums) > 1 and spread is not None and gap is not None and spread < gap:
+            return False, (f"not measured again: {read}, a spread of {spread:g} %, narrower than the best's "
+                           f"{gap:g} % {side} {limit}: the miss is no noise")
+        why = (f"{read}, within {gap:g} % of {limit}" if len(nums) == 1 else
+               f"{read}, a spread of {spread:g} %, as wide as the best's {gap:g} % {side} {limit}: noise")
+    if k >= n:
+        return False, f"not measured again: {read}; its {n} attempt{'s' * (n > 1)} used"
+    return True, f"attempt {k + 1} of {n}: {why}"
+
+
+def distance(v, t) -> float | None:
+    """How far figure v misses t's limit, in percent of the larger of the two (as spread_pct)."""
+    if not _number(v) or not _number(t.value):
+        return None
+    top = max(abs(v), abs(t.value))
+    return round(100 * abs(v - t.value) / top, 1) if top else None
+
+
+def why(figures: list, t) -> list[str]:
+    """Each decision of the retry policy over these attempts, in order: why each later attempt
+    was measured, and why the last miss was not measured again (a record's details.retry)."""
+    out = [weigh(figures[:i], t)[1] for i in range(1, len(figures))]
+    final = weigh(figures, t)[1]
+    return [*out, *([final] if final and final.startswith("not measured again") else [])]
 
 
 def broke(exc: Exception, before: list) -> Exception:
@@ -81,9 +150,10 @@ def broke(exc: Exception, before: list) -> Exception:
 
 
 def wants_more(tries: list, figure, t) -> bool:
-    """Whether these attempts call for another: the last missed and attempts remain. For a
-    family that measures many hosts' or pairs' next attempts together, round by round."""
-    return len(tries) < count(t) and not _ok(t, figure(tries[-1]))
+    """Whether these attempts call for another: the last missed, attempts remain and its miss
+    may be noise (weigh()). For a family that measures many hosts' or pairs' next attempts
+    together, round by round."""
+    return weigh([figure(d) for d in tries], t)[0]
 
 
 def best(tries: list, figure, t):
@@ -91,7 +161,9 @@ def best(tries: list, figure, t):
     figures = [figure(d) for d in tries]
     sign = -1 if t.op == "max" else 1
     i = max(range(len(tries)), key=lambda i: sign * figures[i] if _number(figures[i]) else float("-inf"))
-    return cotenants.merged(tries[i], tries), figures  # another process beside any attempt: named
+    doc = cotenants.merged(tries[i], tries)  # another process beside any attempt: named
+    said = why(figures, t)  # which attempts were measured again, and why; why not, after a miss
+    return ({**doc, "retry": said} if said and isinstance(doc, dict) else doc), figures
 
 
 def best_of(first, again, figure, t):
@@ -107,13 +179,21 @@ def kept(doc: dict, figures: list) -> dict:
 
 
 def said(doc: dict, unit: str) -> str:
-    """', best of 3 attempts (9.1, 9.4, 9.8 GB/s; spread 7.1 %)' for a measured-again figure."""
+    """', best of 3 attempts (9.1, 9.4, 9.8 GB/s; spread 7.1 %)' for a measured-again figure;
+    for a miss not measured again (any more), why not: ', measured once: not measured again:
+    attempt 1 read 0.8 GB/s, 92 % below ...'."""
     tries = doc.get("attempts") or []
+    last = (doc.get("retry") or [""])[-1]
+    stop = ""
+    if isinstance(last, str) and last.startswith("not measured again: ") and not last.endswith(" used"):
+        # the figures are said beside it: only why ('90 % below the floor 10 GB/s, beyond ...')
+        stop = last.split(f" {unit}, ", 1)[-1]
     if not tries:
-        return ""
+        return f", measured once: {stop}" if stop else ""
     spread = doc.get("spread_pct")
     return f", best of {len(tries)} attempts ({units.readable(tries)} {unit}" + \
-        (f"; spread {spread:g} %)" if _number(spread) else ")")
+        (f"; spread {spread:g} %)" if _number(spread) else ")") + \
+        (f"; not measured again: {stop}" if stop else "")
 
 
 def _number(v) -> bool:

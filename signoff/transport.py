@@ -4,6 +4,7 @@ exit is a result."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import signal
@@ -82,6 +83,17 @@ def guarded(command: str, timeout: float) -> str:
     return f"sh -c {shlex.quote(wrapper)}"
 
 
+# A host that does not answer: its link down, powered off or unplugged. The kernel says so as no
+# route (ARP/neighbour discovery unanswered), no network, or the connect timing out first (which
+# of them depends on the moment and --connect-timeout): one cause, said alike by plan and run.
+DOWN = "host down or unplugged"
+UNREACHABLE = {
+    errno.EHOSTUNREACH: "no route to {target} (EHOSTUNREACH: nothing answers at its address): " + DOWN,
+    errno.ENETUNREACH: "network unreachable for {target} (ENETUNREACH): " + DOWN
+                       + ", or this machine has no route to its network",
+}
+
+
 def explain(exc: BaseException, host: Host, timeout: float | None = None,
             banner: str | None = None, keys: list[str] | None = None) -> str:
     """Name the cause of a connection failure the way an operator would; `banner`: the
@@ -91,10 +103,17 @@ def explain(exc: BaseException, host: Host, timeout: float | None = None,
     within = f" within {timeout:g} s" if timeout else ""
     if isinstance(exc, socket.gaierror):
         return f"DNS: cannot resolve {host.address or host.name} ({exc.strerror})"
+    # paramiko folds ECONNREFUSED and EHOSTUNREACH into one NoValidConnectionsError: the errno of
+    # each address tried tells a host that answers with no sshd from one that does not answer
+    codes = {getattr(e, "errno", None) for e in (getattr(exc, "errors", None) or {}).values()} \
+        or {getattr(exc, "errno", None)}
+    code = next((c for c in UNREACHABLE if c in codes), None)
+    if code is not None and errno.ECONNREFUSED not in codes:  # one address refused: it is up
+        return UNREACHABLE[code].format(target=target)
     if isinstance(exc, NoValidConnectionsError) or isinstance(exc, ConnectionRefusedError):
         return f"connection refused by {target} (no sshd listening?)"
     if isinstance(exc, (socket.timeout, TimeoutError)):
-        return f"connect to {target} timed out: no answer{within} (host down, or packets dropped)"
+        return f"connect to {target} timed out: no answer{within} ({DOWN}, or packets dropped)"
     if isinstance(exc, paramiko.BadHostKeyException):
         return f"host key of {target} does not match known_hosts (possible impersonation)"
     if isinstance(exc, paramiko.AuthenticationException):

@@ -36,3 +36,22 @@ def test_a_host_name_inside_another_is_not_stood_in():
     assert causes.normalised("node1: node10 is slower than node1", "node1") == "node10 is slower than <host>"
     assert [c.hosts for c in causes.fold([("node1", "node1: peer node10 down"),
                                           ("node10", "node10: peer node1 down")])] == [["node1"], ["node10"]]
+
+
+def test_a_check_across_hosts_names_the_hosts_its_own_lines_open_with():
+    """Issue 51 item 12: the hosts a cluster-wide FAIL is about, from the lines its judge wrote
+    (each opens with a host of the run, or a folded set of them); a name further in is a host's
+    text or a peer, never read; a name not of the run is no one's."""
+    lines = ["lab2: NET/Socket between nodes", "tray[3-4]: in another partition (clique)",
+             "cluster c1 clique 0 holds 64 GPUs of the run (8 trays: tray[1-8])", "lab10: not of the run",
+             "nosuch[1-2]: neither", "lab1: peer said 'x; lab3: y'", "tray3 GPU 2: in no NVLink domain",
+             "lab3 and more: no", "a: no one's"]
+    assert causes.named(lines, ["lab1", "lab2", "lab3", "tray3", "tray4"]) == {
+        "lab2": [lines[0]], "tray3": [lines[1], lines[6]], "tray4": [lines[1]], "lab1": [lines[5]]}
+
+
+def test_a_run_lock_path_is_no_cause_of_its_own():
+    """Each host's run lock is named by its boot and network namespace: one cause on every host."""
+    why = {f"lab{i}": f"lab{i}: in use by another signoff run: run r1 (lock /run/signoff/lock.0b6c-{i}a."
+           f"402653{i}; --lock-wait waits for it)" for i in (1, 2)}
+    assert len(causes.fold(list(why.items()))) == 1

@@ -432,3 +432,53 @@ def test_installed_outside_the_repository(tmp_path):
     assert sorted(r["criterion"] for r in doc["results"]) == sorted(health)
     assert doc["meta"]["suite_version"] == "0.1.0"  # not `git describe` of the repository around it
     assert (made[0] / "report.html").exists() and not list(Path(site).rglob("reports"))
+
+
+def test_plan_says_a_reruns_verdict_is_the_whole_sheets(tmp_path):
+    """Issue 51 item 19: under --rerun, plan said "INCOMPLETE unless --partial", and the rerun then
+    gave the whole sheet's PASS (its verdict merges the earlier run's results: signoff/rerun.py).
+    Plan says what happens; a rerun of a run that judged a part of the sheet stays INCOMPLETE."""
+    earlier = tmp_path / "a"
+    earlier.mkdir()
+    doc = {"verdict": "FAIL", "meta": {"run": "r1"}, "results": [
+        {"test": "acceptance/test_versions.py::test_version_parity[node02]", "status": "FAIL"}]}
+    (earlier / "results.json").write_text(json.dumps(doc))
+    p = signoff("plan", "--hosts", "node[01-04]", "--profile", "h200-8x-nvlink", "--rerun", str(earlier),
+                "--no-contact", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "INCOMPLETE" not in p.stdout, p.stdout
+    assert ("  the verdict is the whole sheet's: run r1's results with these checks measured again (no "
+            "--partial needed)") in p.stdout, p.stdout
+    doc["meta"]["partial"] = "40 checks of the sign-off sheet not judged"
+    (earlier / "results.json").write_text(json.dumps(doc))
+    p = signoff("plan", "--hosts", "node[01-04]", "--profile", "h200-8x-nvlink", "--rerun", str(earlier),
+                "--no-contact", cwd=tmp_path)
+    assert ("  run r1 judged a part of the sheet: this rerun's verdict, merged with it, is INCOMPLETE unless "
+            "--partial is given") in p.stdout, p.stdout
+
+
+def test_plan_estimates_only_what_runs_on_these_hosts_and_a_total(tmp_path):
+    """Issue 51 item 19: on GPU-less hosts plan said DCGM "about 15 min" and a 5-min soak, both
+    N.A. in the run (2 min): a GPU-only family costs no time there, and a total is given. Asked
+    for real (this machine, no GPU: the local profile)."""
+    from signoff import plan
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"defaults: {{python: {sys.executable}}}\nhosts:\n  - {{name: here, address: local}}\n")
+    p = signoff("plan", "--inventory", str(inv), "--profile", "local", *LOCK_WAIT, cwd=tmp_path)
+    est = p.stdout.split("long measurements (their own time; start-up, retries and the other checks come "
+                         "on top):\n", 1)[1].splitlines()
+    est = [x for x in est[:next((i for i, x in enumerate(est) if not x.startswith("  ")), len(est))]]
+    assert "  dcgm: N.A. on these hosts (no GPU on any): no time" in est, p.stdout
+    assert "  soak: N.A. on these hosts (no GPU on any): no time" in est, p.stdout
+    assert not any("15 min" in x or "5 min of load" in x for x in est), est
+    total = [x for x in est if x.startswith("  total: ")]
+    assert total and "min" not in total[0], est  # storage's seconds, not 20 min
+    # the total: each line's own time, its notes and what follows ' of ' left out
+    assert plan.seconds("multi-node all-reduce: the 1M-4M sweep (and all-to-all) over 3 hosts (3 ranks): at "
+                        "least 12 s of --collective-timeout 600 s (8 collectives a size)") == 12
+    assert plan.seconds("storage reads: seq 1 s, small 1 s, aggregate 2 s (a shared filesystem: 3 s)") == 4
+    assert plan.seconds("dcgm: dcgmi diag -r 3 on every GPU host at once: about 15 min (NVIDIA's figure for "
+                        "r3; timeout 30 min)") == 900
+    assert plan.total_line(["host pairs: 3 pairs in 3 rounds of 5 s: 15 s", "soak: 5 min of load on every "
+                            "host at once (profile x)", "multi-node all-reduce: the sweep's time unknown"]) \
+        == "total: at least 5 min 15 s of these measurements (1 of unknown time)"

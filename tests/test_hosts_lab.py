@@ -39,7 +39,7 @@ def unreachable(lab, name="lab1", key=None) -> tuple[str, float]:
 def test_blackholed_host_says_the_connect_timed_out(lab):
     cause, took = unreachable(lab, "lab2")
     assert cause == (f"connect to {lab.hosts[1].address}:22 timed out: no answer within {TIMEOUT} s "
-                     f"(host down, or packets dropped)")
+                     f"(host down or unplugged, or packets dropped)")
     assert TIMEOUT - 0.5 < took < TIMEOUT + 5
 
 

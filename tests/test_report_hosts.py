@@ -126,4 +126,215 @@ def test_a_bisection_that_names_every_host_singles_out_none():
              "details": {"bisection": {"slow_hosts": ["lab1", "lab2", "lab3"], "slow_links": [],
                                        "pairs": pairs}}}
     entries, unplaced, hosts = report.by_host(doc([*ring, noisy], hosts=("lab1", "lab2", "lab3")))
+    assert hosts == [] and entries == [] and len(unplaced) == 2, (entries, unplaced)
+    assert "multinode_reduce_scatter_busbw FAIL on all hosts, naming no one host: ..." in unplaced, unplaced
+
+
+# --- issue 51 item 15: a cause every host shares is the run's: one cover line, no host drained ----
+# (the messages as runs on the 4-host lab wrote them, 2026-12-07: tests/test_hand_off_lab.py runs them)
+
+CLASS = ("--profile a100-8x-nvlink: no host is of a variant of this class (a100-40gb-8x-nvlink: 8 x NVIDIA "
+         "A100-SXM4-40GB, interconnect nvlink, a100-80gb-8x-nvlink: 8 x NVIDIA A100-SXM4-80GB, interconnect "
+         "nvlink): lab1: no GPU; lab2: no GPU; lab3: no GPU; lab4: no GPU (pass the profile of their class, "
+         "or --profile auto)")
+HOSTS = ("lab1", "lab2", "lab3", "lab4")
+RING = ("lab1->lab2", "lab2->lab3", "lab3->lab4", "lab4->lab1")
+CLUSTER = ("multinode_allreduce", "multinode_transport", "nvlink_domain")
+FILES = {"dcgm_diag": "dcgm", "gpu_model": "gpu_health", "ecc_enabled": "gpu_health", "nic_link": "network",
+         "soak_gpu_temp": "soak", "storage_read_seq": "storage"}
+
+
+def cluster(criterion, status, message, **kw):
+    file = "fabric" if criterion == "nvlink_domain" else "network"
+    return {"test": f"acceptance/test_{file}.py::test_{criterion}[all hosts]", "criterion": criterion,
+            "host": "all hosts", "status": status, "message": message, **kw}
+
+
+def run_wide(message, status="ERROR", facts=None, pair_message=None, cluster_message=None):
+    """Every host's checks, the ring's pairs and the checks across hosts said `message` (a
+    callable of the host), as a run whose own ERROR it is writes them; the versions passed."""
+    said = message if callable(message) else (lambda h: message)
+    recs = [own(c, h, status, said(h), file=f) for c, f in FILES.items() for h in HOSTS]
+    recs += [own("version_parity", h, "PASS", "", file="versions") for h in HOSTS]
+    recs += [{**pair(*p.split("->"), 0.48), "status": status, "measured": None,
+              "message": (pair_message or said)(p)} for p in RING]
+    recs += [cluster(c, status, (cluster_message or said)("all hosts")) for c in CLUSTER]
+    return doc(recs, facts=facts)
+
+
+def assert_run_wide(d, tmp_path, start):
+    """No host drained nor given a hardware action; one line blamed on no host; one cover line."""
+    entries, unplaced, hosts = report.by_host(d)
+    assert entries == [] and hosts == [], entries
+    assert len(unplaced) == 1 and unplaced[0].startswith(start), unplaced
+    report.write_exclude(tmp_path, d)
+    assert (tmp_path / report.EXCLUDE_FILE).read_text() == ""
+    assert "scontrol" not in (tmp_path / report.DRAIN_FILE).read_text()
+    md = "\n".join(report.by_host_md(d))
+    assert "reseat or replace" not in md and "exclude or drain" not in md and "No host to exclude." in md, md
+    groups = report.problem_groups(d["results"])
+    assert len(groups) == 1, [report.problem_line(g) for g in groups]
+    return report.problem_line(groups[0])
+
+
+def test_a_class_mismatch_every_host_errored_alike_drains_no_host(tmp_path):
+    """`--profile a100-8x-nvlink` on hosts of another class: every check of every host, pair and
+    the cluster ERRORs with one message naming every host; it named no host (6 cover lines and
+    lab[1-4] drained with 50 'reseat or replace the GPU' lines each, on 83b76b7)."""
+    who, what, _ = assert_run_wide(run_wide(CLASS), tmp_path,
+                                   "10 checks (dcgm_diag, gpu_model, ecc_enabled, nic_link and 6 more) ERROR "
+                                   f"on every host alike (lab[1-4]): {CLASS}")
+    assert who == "4 hosts lab[1-4]" and what == CLASS, (who, what)
+
+
+def lock_said(h, path="/tmp/signoff-lock.40265323{n}.0"):
+    return (f"{h}: in use by another signoff run: run 20261207T000000Z-other-1 by root@vm since "
+            f"2026-12-07T17:28:33Z (lock {path.format(n=HOSTS.index(h) + 12)}; --lock-wait waits for it)")
+
+
+def test_a_lock_another_run_holds_on_every_host_drains_no_host(tmp_path):
+    """Another run holds every host's run lock: no host answered, each its own lock's path (the
+    host's network namespace, or boot id under /run): one cause, the run's (9 cover lines and
+    lab[1-4] drained as 'did not answer' on 83b76b7)."""
+    for path in ("/tmp/signoff-lock.40265323{n}.0",
+                 "/run/signoff/lock.0b6c3c0e-9f1a-4c2e-8d7e-5a1f2b3c4d{n}.40265318"):
+        def said(h, path=path):
+            return lock_said(h, path)
+
+        def no_answer(p, path=path):
+            return "no host answered: " + "; ".join(
+                causes.cause_lines({h: lock_said(h, path) for h in p.split("->") if h in HOSTS}
+                                   or {h: lock_said(h, path) for h in HOSTS}))
+        d = run_wide(said, facts={h: {"error": said(h)} for h in HOSTS}, pair_message=no_answer,
+                     cluster_message=no_answer)
+        who, what, _ = assert_run_wide(
+            d, tmp_path, "10 checks (dcgm_diag, gpu_model, ecc_enabled, nic_link and 6 more) ERROR on every "
+            "host alike (lab[1-4]): in use by another signoff run: run 20261207T000000Z-other-1 by root@vm")
+        assert who == "4 hosts lab[1-4]" and what.startswith("in use by another signoff run"), what
+
+
+def test_a_fail_every_host_shares_on_a_figure_is_the_profiles_not_the_hosts(tmp_path):
+    """Every host below one floor (a floor calibrated from one run, or a profile of another
+    class): one cover line naming the likely cause, no host drained."""
+    slow = [{**own("hbm_bandwidth", h, "FAIL", f"{h}: hbm_bandwidth = {2900 + i} GB/s, expected >= 3000 GB/s "
+                   f"(site calibration, source: calibrate run r1 x margin 0.9); likely cause: HBM clocks",
+                   2900.0 + i, file="gpu_health"), "unit": "GB/s", "expected": ">= 3000 GB/s"}
+            for i, h in enumerate(HOSTS)]
+    d = doc([*slow, *(own("gpu_temp", h, "PASS", "") for h in HOSTS)])
+    entries, unplaced, hosts = report.by_host(d)
+    assert entries == [] and hosts == [] and report.exclude_files(d)[report.EXCLUDE_FILE] == "", entries
+    assert len(unplaced) == 1 and unplaced[0].startswith(
+        "hbm_bandwidth FAIL on every host alike (lab[1-4]): hbm_bandwidth = 2900 GB/s"), unplaced
+    assert "the profile" in unplaced[0] and "than each host's hardware" in unplaced[0], unplaced
+    groups = report.problem_groups(d["results"])
+    assert len(groups) == 1
+    who, what, cause = report.problem_line(groups[0])
+    assert who == "4 hosts lab[1-4]" and what == "measured 2900-2903 GB/s, expected >= 3000 GB/s", what
+    assert cause.startswith("HBM clocks; every host alike: ") and "calibrated from one run" in cause, cause
+
+
+def test_one_bad_host_of_two_is_still_named_and_one_host_alone_too(tmp_path):
+    """The rule needs every host of two or more: one bad host beside a good one is that host's;
+    a run of one host with a fault names it."""
+    hot = own("gpu_temp", "lab1", "FAIL", "lab1: GPU 3 at 95 C, expected <= 85 C", 95.0)
+    for d in (doc([hot, own("gpu_temp", "lab2", "PASS", "", 60.0)], hosts=("lab1", "lab2")),
+              doc([hot], hosts=("lab1",))):
+        entries, unplaced, hosts = report.by_host(d)
+        assert hosts == ["lab1"] and unplaced == [] and "reseat or replace" in entries[0]["lines"][0], entries
+        assert report.exclude_files(d)[report.EXCLUDE_FILE] == "lab1\n"
+        assert report.problem_line(report.problem_groups(d["results"])[0])[0] == "lab1"
+
+
+def test_a_fault_on_every_host_but_one_that_did_not_answer_is_still_the_runs():
+    """A host that did not answer is excluded for that alone; the cause every other host shares
+    stays the run's."""
+    facts = {h: {"hostname": h} for h in HOSTS[:3]} | {"lab4": {"error": "lab4: unreachable: timed out"}}
+    recs = [own("gpu_model", h, "ERROR", CLASS, file="gpu_health") for h in HOSTS[:3]]
+    recs.append(own("gpu_model", "lab4", "ERROR", "lab4: unreachable: timed out", file="gpu_health"))
+    entries, unplaced, hosts = report.by_host(doc(recs, facts=facts))
+    assert hosts == ["lab4"] and [e["who"] for e in entries] == ["lab4"], entries
+    assert unplaced == [f"gpu_model ERROR on every host alike (lab[1-3]): {CLASS}"], unplaced
+
+
+def test_different_faults_on_every_host_are_each_hosts():
+    """Every host FAILed, but for causes of its own (two XID codes): each is its host's."""
+    recs = [own("xid_history", h, "FAIL", f"{h}: XID {79 if h in ('lab1', 'lab2') else 48} on GPU 2")
+            for h in HOSTS]
+    entries, unplaced, hosts = report.by_host(doc(recs))
+    assert hosts == list(HOSTS) and unplaced == [] and len(entries) == 2, entries
+
+
+# --- issue 51 item 12: a check across hosts that FAILs naming a host makes it that host's finding ----
+
+def across(criterion, message, at_fault, file="network", **kw):
+    return {**cluster(criterion, "FAIL", f"all hosts: {message}", **kw),
+            "test": f"acceptance/test_{file}.py::test_{criterion}[all hosts]",
+            "details": {"at_fault": at_fault}}
+
+
+TRANSPORT = ("lab2: NET/Socket between nodes, ranks 1->2, 2->3 (NCCL loaded network Socket) (expected NET/IB "
+             "or IB SHARP between nodes; NCCL_IB_HCA, multi-node NCCL)")
+
+
+def test_a_transport_fail_naming_one_host_drains_that_host(tmp_path):
+    """multinode_transport FAILed: lab2's NCCL took sockets between nodes (no By host section, an
+    empty exclude.hostlist, drain.sh draining nothing, on 83b76b7)."""
+    rec = across("multinode_transport", f"{TRANSPORT}; likely cause: NCCL found no RDMA device",
+                 {"lab2": ["lab2: NET/Socket between nodes, ranks 1->2, 2->3 (NCCL loaded network Socket)"]},
+                 measured="NET/IB, NET/Socket")
+    d = doc([rec, *(own("gpu_temp", h, "PASS", "") for h in HOSTS)])
+    entries, unplaced, hosts = report.by_host(d)
+    assert hosts == ["lab2"] and unplaced == [] and [e["who"] for e in entries] == ["lab2"], unplaced
+    assert entries[0]["lines"] == [
+        "lab2: NET/Socket between nodes, ranks 1->2, 2->3 (NCCL loaded network Socket); likely cause: NCCL "
+        "found no RDMA device: check its NIC, cable or switch port (FAIL multinode_transport)"], entries
+    report.write_exclude(tmp_path, d)
+    assert (tmp_path / report.EXCLUDE_FILE).read_text() == "lab2\n"
+    assert 'scontrol update nodename="lab2" state=drain' in (tmp_path / report.DRAIN_FILE).read_text()
+
+
+def test_a_tray_in_another_domain_and_a_tray_outside_it_are_their_trays():
+    """nvlink_domain names a tray of another partition; mnnvl_allreduce a tray in no one domain."""
+    dom = across("nvlink_domain", "tray[3-4]: in another partition (clique) than the run's other trays",
+                 {"tray3": ["tray[3-4]: in another partition (clique)"],
+                  "tray4": ["tray[3-4]: in another partition (clique)"]}, file="fabric")
+    mn = across("mnnvl_allreduce", "tray2: in no one NVLink domain (GPU 0: no cluster UUID), so in no "
+                "all-reduce over MNNVL (see nvlink_domain)", {"tray2": ["tray2: in no one NVLink domain"]},
+                file="fabric")
+    trays = ("tray1", "tray2", "tray3", "tray4")
+    entries, unplaced, hosts = report.by_host(doc([dom, mn], hosts=trays, facts={t: {} for t in trays}))
+    assert sorted(hosts) == ["tray2", "tray3", "tray4"] and unplaced == [], (entries, unplaced)
+    lines = {e["who"]: e["lines"] for e in entries}
+    assert lines["tray[3-4]"][0].startswith("tray[3-4]: tray[3-4]: in another partition"), lines
+    assert "check its NVSwitch fabric" in lines["tray[3-4]"][0], lines
+    assert lines["tray2"][0].startswith("tray2: in no one NVLink domain"), lines
+
+
+def test_a_check_across_hosts_that_names_every_host_or_none_drains_none():
+    """Every host named (sockets on every host: the lab has no RDMA under an InfiniBand
+    profile) is the run's; a FAIL naming no host is listed, blamed on no host."""
+    every = across("multinode_transport", "lab1: NET/Socket ...; lab2: NET/Socket ...",
+                   {"lab1": ["lab1: NET/Socket between nodes"], "lab2": ["lab2: NET/Socket between nodes"]})
+    short = across("nvlink_domain", "cluster c1 clique 0 holds 64 GPUs of the run (8 trays: lab[1-8]), 72 "
+                   "declared", {}, file="fabric")
+    entries, unplaced, hosts = report.by_host(doc([every, short], hosts=("lab1", "lab2")))
+    assert hosts == [] and entries == [], entries
+    assert unplaced == [
+        "multinode_transport FAIL on every host alike (lab[1-2]): lab1: NET/Socket ...; lab2: NET/Socket "
+        "...; every host alike: more likely the profile (another class) or a setting every host shares than "
+        "each host's hardware",
+        "nvlink_domain FAIL on all hosts, naming no one host: cluster c1 clique 0 holds 64 GPUs of the run "
+        "(8 trays: lab[1-8]), 72 declared"], unplaced
+
+
+def test_every_pair_of_a_ring_below_its_floor_alike_is_one_line_and_no_side():
+    """Every pair below the floor alike: no pair clears a side, no host is named; one line."""
+    d = doc(all_pairs(slow_tx="lab1", slow_rx="lab1") + [pair(a, b, 0.096) for a, b in
+                                                        (("lab2", "lab3"), ("lab3", "lab2"))],
+            hosts=("lab1", "lab2", "lab3"))
+    d["results"] = [r for r in d["results"] if r["status"] == "FAIL"]
+    entries, unplaced, hosts = report.by_host(d)
     assert hosts == [] and entries == [] and len(unplaced) == 1, (entries, unplaced)
+    assert unplaced[0].startswith("net_pair_bandwidth FAIL on every pair alike (lab1->lab[2-3],"
+                                  "lab2->lab[1,3],lab3->lab[1-2]): iperf3 throughput = 0.096 Gb/s"), unplaced
+    assert unplaced[0].endswith("or the switch they share than one host's link"), unplaced

@@ -18,7 +18,6 @@ from test_storage import marked, snapshot
 
 from signoff.hostlist import fold
 from signoff.results import load as load_results
-from signoff.units import figure
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 
@@ -213,10 +212,10 @@ def test_a_read_that_misses_is_read_again_and_one_that_passes_or_is_no_figure_is
     r = by_key(res)
     for h in ("lab1", "lab2"):
         seq, small = r[("storage_read_seq", h)], r[("storage_read_small", h)]
-        tries = seq["details"]["attempts"]
-        assert seq["status"] == "FAIL" and len(tries) == 2 and seq["measured"] == max(tries), seq
-        assert f", best of 2 attempts ({figure(tries[0])}, {figure(tries[1])} GB/s; spread " \
-               f"{seq['details']['spread_pct']:g} %)) = {seq['measured']} GB/s" in seq["message"], seq
+        # far beyond max_spread of its floor: final at once, saying why (issue 51 item 16)
+        assert seq["status"] == "FAIL" and seq["details"]["attempts"] is None, seq
+        assert "% below the floor 10000 GB/s, beyond max_spread 10 %: no attempt that agrees with it could " \
+               f"pass) = {seq['measured']} GB/s" in seq["message"], seq
         assert seq["details"]["read"].startswith("alone, one host after another"), seq
         assert small["status"] == "PASS" and small["details"]["attempts"] is None, small
         assert "best of" not in small["message"], small
@@ -243,12 +242,12 @@ def test_hosts_on_their_own_disks_that_miss_read_again_at_once(env, tmp_path):
                               overrides={h: {"storage_path": str(p)} for h, p in own.items()})
     rc, res, out = accept(tmp_path, "-k", "storage_read_seq", "--inventory", str(inv), "--profile",
                           str(prof))
-    for h in own:
+    for h in own:  # far below the floor: final at once (issue 51 item 16; the reread: tests/test_retry.py)
         x = by_key(res)[("storage_read_seq", h)]
-        assert x["status"] == "FAIL" and len(x["details"]["attempts"]) == 2, x
-        assert ", best of 2 attempts (" in x["message"], x
+        assert x["status"] == "FAIL" and x["details"]["attempts"] is None, x
+        assert ", measured once: " in x["message"], x
         assert x["details"]["read"].startswith("at once with the 2 other host(s) on their own disks")
-        assert x["details"]["read"].endswith("; after a miss again, at once with the others that missed")
+        assert "after a miss again" not in x["details"]["read"]
     assert all(marked(p) == [] for p in own.values())
 
 

@@ -222,3 +222,25 @@ def test_a_gloo_rank_that_aborts_once_is_run_again_and_said(tmp_path, probe, arg
     assert r.returncode == 0 and "error" not in doc, r.stderr[-2000:]
     assert doc["restarted"].startswith("rank 1 aborted (SIGABRT) in the first run"), doc
     assert (tmp_path / "aborted").exists() and (doc.get("widths") or doc.get("rows")), doc
+
+
+def test_the_slowest_node_is_the_one_its_figures_show_not_the_noise_of_its_own_step():
+    """Issue 51 item 19: lab3's link slowed, train_scaling_nodes named lab2, whose own step (no
+    gradient sync) was 4 % above the others' by noise: a slow link never slows a node's own
+    step. The efficiency fell when lab3 joined (0.93 over lab[1-2], 0.31 over all three): lab3.
+    A node whose own step stands out is named by it; where nothing stands out, none is named."""
+    own = {2: {"lab1": 0.100, "lab2": 0.104}, 3: {"lab1": 0.101, "lab2": 0.105, "lab3": 0.100}}
+    who, why = judge.slowest_node(own, {2: 0.93, 3: 0.31})
+    assert who == "lab3", why
+    assert why == ("slowest node lab3: the scaling efficiency fell from 0.93 over 2 nodes to 0.31 over 3 "
+                   "when it joined: its link or NIC (its own step within 1.25 x the others')")
+    slow = {**own, 3: {**own[3], "lab2": 0.160}}  # a straggler: lab2's own step 1.6 x the others'
+    assert judge.slowest_node(slow, {2: 0.93, 3: 0.31}) == (
+        "lab2", "slowest node lab2: 160.0 ms per step without gradient sync, 1.59 x the other nodes' median")
+    who, why = judge.slowest_node(own, {2: 0.93, 3: 0.9})
+    assert who is None and why.startswith("no node stands out"), why
+    # four nodes, two joining at once: not one of them is named
+    four = {2: {"a": 0.1, "b": 0.1}, 4: {"a": 0.1, "b": 0.1, "c": 0.1, "d": 0.1}}
+    assert judge.slowest_node(four, {2: 0.95, 4: 0.4}) == (None, (
+        "slowest node one of c, d: the scaling efficiency fell from 0.95 over 2 nodes to 0.4 over 4 when it "
+        "joined: its link or NIC (its own step within 1.25 x the others')"))

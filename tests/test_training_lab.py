@@ -53,7 +53,7 @@ def test_step_per_host_and_over_nodes_passes(lab, inv, tmp_path):
     nodes = r[("train_scaling_nodes", "all hosts")]
     assert nodes["status"] == "PASS", nodes
     assert set(nodes["details"]["efficiency"]) == {"2"} and nodes["details"]["ranks_per_node"] == 1
-    assert nodes["details"]["slowest_node"] in HOSTS
+    assert nodes["details"]["slowest_node"] in (*HOSTS, None)  # None: no node's own step stands out
     # the same step's transport (its run, cached): gloo's connections, read from each node's rank,
     # leave by the inventory's data interface (network/route.py, as multinode_transport)
     tr = r[("train_transport", "all hosts")]
@@ -90,14 +90,14 @@ def test_unreachable_minimum_lr_zero_and_slow_loader_fail(inv, tmp_path):
         assert head["status"] == "FAIL" and head["measured"] < 1, head
         assert "saturating at 0 workers of" in head["message"]
         assert "likely cause: too few CPU" in head["message"]
-        tp = r[("train_throughput", h)]  # measured again (retry policy), then FAIL saying so
-        tries = tp["details"]["attempts"]
-        assert tp["status"] == "FAIL" and len(tries) == 2 and tp["measured"] == max(tries), tp
-        assert "best of 2 attempts (" in tp["message"] and "expected >= 1000 TFLOP/s" in tp["message"]
+        tp = r[("train_throughput", h)]  # far below its floor: final at once, saying why (retry policy)
+        assert tp["status"] == "FAIL" and not tp["details"].get("attempts"), tp
+        assert ", measured once: " in tp["message"] and "expected >= 1000 TFLOP/s" in tp["message"]
     nodes = r[("train_scaling_nodes", "all hosts")]
     assert nodes["status"] == "FAIL" and nodes["measured"] == nodes["details"]["efficiency"]["2"], nodes
     slow = nodes["details"]["slowest_node"]
-    assert f"slowest node {slow}" in nodes["message"] and "expected >= 100 x linear" in nodes["message"]
+    assert (f"slowest node {slow}" if slow else "no node stands out") in nodes["message"], nodes["message"]
+    assert "expected >= 100 x linear" in nodes["message"]
 
 
 def test_step_routed_off_the_data_interface_fails_its_transport_naming_host_and_interface(lab, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -13,6 +14,7 @@ from pathlib import Path
 import paramiko
 import pytest
 from lab import SilentListener
+from paramiko.ssh_exception import NoValidConnectionsError
 
 from signoff.inventory import LOCAL, Host
 from signoff.transport import (
@@ -193,7 +195,7 @@ def test_explain_other_causes():
     assert "authentication failed for ops@n1:22" in explain(
         paramiko.AuthenticationException("no keys"), h)
     assert explain(TimeoutError(), h, 7) == (
-        "connect to n1:22 timed out: no answer within 7 s (host down, or packets dropped)")
+        "connect to n1:22 timed out: no answer within 7 s (host down or unplugged, or packets dropped)")
     assert explain(paramiko.SSHException("No existing session"), h, 7, "SSH-2.0-x") == (
         "SSH key exchange with n1:22 (SSH-2.0-x) not finished within 7 s")
     assert explain(ValueError("odd"), h) == "ValueError: odd"
@@ -242,3 +244,24 @@ def test_a_sigkill_before_the_limit_is_not_reported_as_a_timeout():
     assert r.rc == 137 and r.timed_out and r.signal is None
     with pytest.raises(ProbeError, match="overran its 1 s timeout"):
         parse_probe_output("n1", "train", r)
+
+
+def test_no_route_and_no_network_say_host_down_not_no_sshd():
+    """paramiko folds EHOSTUNREACH into the NoValidConnectionsError a refused port raises: the
+    errno of each address tells a host that does not answer (down, unplugged) from one that
+    answers with no sshd; ENETUNREACH comes as a plain OSError; a timeout says the same cause."""
+    h = Host(name="n1", address="10.9.9.9")
+    no_route = NoValidConnectionsError({("10.9.9.9", 22): OSError(errno.EHOSTUNREACH, "No route to host")})
+    assert explain(no_route, h) == ("no route to 10.9.9.9:22 (EHOSTUNREACH: nothing answers at its "
+                                    "address): host down or unplugged")
+    assert explain(OSError(errno.EHOSTUNREACH, "No route to host"), h).startswith("no route to 10.9.9.9:22")
+    assert explain(OSError(errno.ENETUNREACH, "Network is unreachable"), h) == (
+        "network unreachable for 10.9.9.9:22 (ENETUNREACH): host down or unplugged, or this machine "
+        "has no route to its network")
+    assert "host down or unplugged" in explain(TimeoutError(), h, 3)
+    refused = NoValidConnectionsError({("10.9.9.9", 22): ConnectionRefusedError(errno.ECONNREFUSED, "x")})
+    assert explain(refused, h) == "connection refused by 10.9.9.9:22 (no sshd listening?)"
+    # one address answers (refused), another has no route: the host is up, its sshd is not
+    both = NoValidConnectionsError({("10.9.9.9", 22): ConnectionRefusedError(errno.ECONNREFUSED, "x"),
+                                    ("fd00::9", 22, 0, 0): OSError(errno.EHOSTUNREACH, "No route")})
+    assert "no sshd listening" in explain(both, h)

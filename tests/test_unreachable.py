@@ -11,6 +11,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from test_cli import LOCK_WAIT
 from test_gpu_faults_recorded import RECORDED, recorded_inventory
 
@@ -89,3 +90,32 @@ def test_an_unreachable_hosts_checks_say_its_cause_when_the_profile_cannot_be_pi
         assert r[(crit, "nosuch001.invalid")]["status"] == "ERROR"
         assert r[(crit, "gpunode")]["message"].startswith("--profile auto: gpunode: 2 NVIDIA GPU(s)"), r
     assert p.returncode == 2, p.stdout
+
+
+@pytest.mark.lab
+def test_a_host_whose_link_is_down_is_down_or_unplugged_alike_in_plan_and_run(tmp_path):
+    """A lab host whose link is down (its controller-side veth, for real): the kernel answers the
+    connect with EHOSTUNREACH (no ARP reply), which paramiko raises as the error a refused port
+    raises. plan and run both say "host down or unplugged", never "no sshd listening" (whose fix,
+    start sshd, is wrong for a host that is off); the host that answers is measured."""
+    from lab import Lab
+    from test_lab_acceptance import accept as accept_lab
+
+    with Lab(tmp_path / "lab", n_hosts=2) as lab:
+        inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable)
+        down = lab.host("lab2")
+        subprocess.run(["ip", "link", "set", "dev", down.veth_controller, "down"], check=True)
+        # its MAC learnt at the lab's start would be tried first (a stale entry's probes): forgotten
+        subprocess.run(["ip", "neigh", "flush", "to", down.address], check=True)
+        cause = (f"lab2: unreachable: no route to {down.address}:22 (EHOSTUNREACH: nothing answers at its "
+                 f"address): host down or unplugged")
+        plan = subprocess.run([sys.executable, "-m", "signoff", "plan", "--inventory", str(inv), "--profile",
+                               "local", "--connect-timeout", "10"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300)
+        assert cause.removeprefix("lab2: ") in plan.stdout, plan.stdout + plan.stderr
+        rc, res, out = accept_lab(tmp_path, "acceptance/test_versions.py", "-k", "host_unique",
+                                  "--inventory", str(inv), "--profile", "local", "--connect-timeout", "10")
+    r = {x["host"]: x for x in res["results"]}
+    assert r["lab2"]["status"] == "ERROR" and r["lab2"]["message"] == cause, r["lab2"]
+    assert r["lab1"]["status"] == "PASS", r["lab1"]
+    assert "no sshd" not in plan.stdout + out, out

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from signoff.dcgm import judge
+from signoff import safefile
+from signoff.dcgm import REPORT_DIRS, judge
 from signoff.fixtures import HostView, selected_hosts
 from signoff.state import STATE
 
 TESTS = ("test_dcgm_diag",)
-RAW_DIR = "dcgm"  # report dir's dcgm/<host>.json: dcgmi's stdout verbatim
+RAW_DIR = REPORT_DIRS[0]  # report dir's dcgm/<host>.json: dcgmi's stdout verbatim
 SLACK_S = 120  # the controller waits this much past the probe's own timeout (start-up, transfer)
 
 
@@ -30,9 +31,8 @@ def dcgm(request, fleet, profile):
         doc = fleet.sessions[n].probe("dcgm", "--level", str(lvl), "--timeout", f"{timeout:g}",
                                       timeout=timeout + SLACK_S)
         if report_dir is not None and doc.get("stdout"):
-            path = Path(report_dir) / RAW_DIR / f"{n}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(doc["stdout"], encoding="utf-8")
+            # a directory and a file of the run's own: a link planted there is never written through
+            safefile.write(safefile.subdir(Path(report_dir) / RAW_DIR) / f"{n}.json", doc["stdout"])
             doc["raw"] = f"{RAW_DIR}/{n}.json"
         return doc
     return lambda host: fleet.measured("dcgm", host.name, measure, selected_hosts(request.session, TESTS))
@@ -61,7 +61,8 @@ def pytest_signoff_methodology(doc, profile):
              "how": f"run first, before any other check loads the GPUs (never after the soak: DCGM issue "
                     f"272, a false fail right after a burn), on every GPU host at once; its JSON judged per "
                     f"GPU: a Fail or Warn FAILs that GPU naming the test, DCGM's error id, category, "
-                    f"severity and message, ISOLATE / RESET written as the action; a Skip or Not Run of a "
-                    f"test of the level ERRORs (not judged); no output, output that is not JSON, no test "
-                    f"categories or a run past its timeout FAIL closed; every host's raw JSON is kept in "
-                    f"the report dir ({RAW_DIR}/<host>.json)"}]
+                    f"severity and message, ISOLATE / RESET written as the action; a test failed in its "
+                    f"summary on no GPU FAILs; a test of the level absent, a GPU without a result in one, a "
+                    f"Skip (but one the class allows by design) or Not Run ERRORs (not judged); no output, "
+                    f"output that is not JSON, no test categories or a run past its timeout FAIL closed; "
+                    f"every host's raw JSON is kept in the report dir ({RAW_DIR}/<host>.json)"}]

@@ -172,7 +172,7 @@ def counter_growth(before: dict, after: dict, ifaces: list[str]) -> tuple[list[s
     grew, unread = [], []
 
     def compare(where: str, b, a):
-        if b is None or a is None:
+        if not _count(b) or not _count(a):  # unread, or not a number (a host's own text)
             unread.append(where)
         elif a > b:
             grew.append(f"{where} +{a - b} ({b} -> {a})")
@@ -180,18 +180,28 @@ def counter_growth(before: dict, after: dict, ifaces: list[str]) -> tuple[list[s
             grew.append(f"{where} went back from {b} to {a} (reset during the run)")
 
     for kind, label in (("infiniband", "InfiniBand {} {}"), ("net", "{} {}")):
-        ports = sorted(set(before.get(kind) or {}) | set(after.get(kind) or {}))
-        for port in ports if kind == "infiniband" else ifaces:
-            b, a = (before.get(kind) or {}).get(port), (after.get(kind) or {}).get(port)
-            if b is None or a is None:
-                unread.append(label.format(port, f"(absent in the {'end' if b else 'start'} snapshot)"))
+        bk, ak = _map(before.get(kind)), _map(after.get(kind))
+        for port in sorted(set(bk) | set(ak)) if kind == "infiniband" else ifaces:
+            b, a = bk.get(port), ak.get(port)
+            if not isinstance(b, dict) or not isinstance(a, dict):  # absent, or not a port's counters
+                side = "end" if isinstance(b, dict) else "start"
+                unread.append(label.format(port, f"(absent in the {side} snapshot)"))
                 continue
             for counter in sorted(set(b) | set(a)):
                 compare(label.format(port, counter), b.get(counter), a.get(counter))
-    for gpu in sorted(set(before.get("pcie_replay") or {}) | set(after.get("pcie_replay") or {}), key=int):
-        compare(f"GPU {gpu} PCIe replay counter", (before.get("pcie_replay") or {}).get(gpu),
-                (after.get("pcie_replay") or {}).get(gpu))
+    bg, ag = _map(before.get("pcie_replay")), _map(after.get("pcie_replay"))
+    for gpu in sorted(set(bg) | set(ag), key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g)):
+        compare(f"GPU {gpu} PCIe replay counter", bg.get(gpu), ag.get(gpu))
     return grew, unread
+
+
+def _map(v) -> dict:
+    """A snapshot's map as the probe prints it, else none (a host's document of another shape)."""
+    return v if isinstance(v, dict) else {}
+
+
+def _count(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 # sysinfo's per-link NVLink counters (probe_sysinfo.NVLINK_ERRORS, NVLink5's NVLINK5_ERRORS)

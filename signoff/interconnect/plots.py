@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from signoff.figures import png, pyplot
+from signoff.render import render
 from signoff.units import human_bytes
 
 # probe_allreduce's collectives, as the report names them
@@ -36,11 +37,9 @@ def p2p_heatmap(host: str, n: int, matrix: dict, title: str, limit: float | None
 
 
 def allreduce_table(doc: dict) -> str:
-    rows = "".join(f"<tr><td>{human_bytes(r['bytes'])}</td><td>{r['time_us']:.1f}</td>"
-                   f"<td>{r['algbw']:.2f}</td><td>{r['busbw']:.2f}</td>"
-                   f"<td>{'ok' if r['correct'] else 'WRONG'}</td></tr>" for r in doc["rows"])
-    return ("<table class='so-table'><tr><th>size</th><th>time us</th><th>algbw GB/s</th>"
-            f"<th>busbw GB/s</th><th>result</th></tr>{rows}</table>")
+    return render("interconnect/allreduce_table.jinja2", rows=[
+        {"size": human_bytes(r["bytes"]), "time_us": f"{r['time_us']:.1f}", "algbw": f"{r['algbw']:.2f}",
+         "busbw": f"{r['busbw']:.2f}", "result": "ok" if r["correct"] else "WRONG"} for r in doc["rows"]])
 
 
 def busbw_hosts(rows: dict[str, list[dict]], limit: float | None, ref_bytes: int | None,
@@ -86,14 +85,13 @@ def collectives_table(doc: dict) -> str:
     """busbw of every collective of one probe run by size, the all-reduce's first."""
     ops = {"allreduce": doc.get("rows") or [], **(doc.get("ops") or {})}
     sizes = sorted({r["bytes"] for rs in ops.values() for r in rs})
-    head = "".join(f"<th>{OP_NAMES.get(o, o)} busbw GB/s</th>" for o in ops)
 
     def cell(rs, b):
         r = next((x for x in rs if x["bytes"] == b), None)
-        return "<td></td>" if r is None else f"<td>{r['busbw']:.2f}{'' if r['correct'] else ' WRONG'}</td>"
-    body = "".join(f"<tr><td>{human_bytes(b)}</td>{''.join(cell(rs, b) for rs in ops.values())}</tr>"
-                   for b in sizes)
-    return f"<table class='so-table'><tr><th>size</th>{head}</tr>{body}</table>"
+        return "" if r is None else f"{r['busbw']:.2f}{'' if r['correct'] else ' WRONG'}"
+    # an op's name is the host's probe's word (its document's keys): the template shows it as text
+    return render("interconnect/collectives_table.jinja2", ops=[OP_NAMES.get(o, o) for o in ops],
+                  rows=[(human_bytes(b), [cell(rs, b) for rs in ops.values()]) for b in sizes])
 
 
 def collectives_chart(host: str, ops: dict[str, list[dict]], ref_bytes: int | None,

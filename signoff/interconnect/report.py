@@ -6,6 +6,7 @@ from __future__ import annotations
 from signoff import retry
 from signoff.figures import img
 from signoff.interconnect import plots
+from signoff.render import render
 from signoff.report import MATRIX_MAX_HOSTS, WORST
 from signoff.units import human_bytes, parse_size
 
@@ -17,30 +18,29 @@ def interconnect_section(records: list[dict], profile) -> str:
            if r["criterion"] == "p2p_bandwidth" and (r.get("details") or {}).get("unidirectional")}
     if not rows and not p2p and not any(r["criterion"] in OPS_CRITERIA for r in records):
         return ""
-    out = "<h2>Interconnect (intra-node)</h2>"
     t = profile.criteria.get("allreduce_busbw") if profile else None
+    busbw, figs, of = "", [], None
     if rows:
         ref = parse_size(t.extra["size"]) if t and "size" in t.extra else None
-        out += img(plots.busbw_hosts(rows, t.value if t else None, ref, MATRIX_MAX_HOSTS, WORST),
+        busbw = img(plots.busbw_hosts(rows, t.value if t else None, ref, MATRIX_MAX_HOSTS, WORST),
                     "all-reduce busbw vs message size")
-    out += collectives_section(records, t)
     if p2p:
         lim = profile.criteria.get("p2p_bandwidth") if profile else None
         lim = None if lim and lim.extra.get("derived") else lim  # a fraction of each pair's link: no one line
         shown = sorted(p2p, key=lambda h: min(p2p[h]["unidirectional"].values()))
         if len(shown) > MATRIX_MAX_HOSTS:
-            out += (f"<p>GPU pair copies of the {WORST} hosts with the slowest pair (of "
-                    f"{len(shown)}):</p>")
+            of = {"worst": WORST, "n": len(shown)}
             shown = shown[:WORST]
         for h in sorted(shown):
             uni = p2p[h]["unidirectional"]
             n = 1 + max(int(x) for k in uni for x in k.split("-"))
-            out += img(plots.p2p_heatmap(h, n, uni, "unidirectional copy", lim.value if lim else None),
-                        f"{h} P2P unidirectional")
+            figs.append(img(plots.p2p_heatmap(h, n, uni, "unidirectional copy", lim.value if lim else None),
+                            f"{h} P2P unidirectional"))
             if p2p[h].get("bidirectional"):
-                out += img(plots.p2p_heatmap(h, n, p2p[h]["bidirectional"], "bidirectional copy"),
-                            f"{h} P2P bidirectional")
-    return out
+                figs.append(img(plots.p2p_heatmap(h, n, p2p[h]["bidirectional"], "bidirectional copy"),
+                                f"{h} P2P bidirectional"))
+    return render("interconnect/section.jinja2", busbw=busbw, collectives=collectives_section(records, t),
+                  p2p=figs, p2p_of=of)
 
 
 OPS_CRITERIA = {f"{op}_busbw": op for op in plots.OP_NAMES if op != "allreduce"}
@@ -59,17 +59,16 @@ def collectives_section(records: list[dict], t) -> str:
     if not per:
         return ""
     ref = parse_size(t.extra["size"]) if t and "size" in t.extra else None
-    shown, out = sorted(per), ""
+    shown, of = sorted(per), None
     if len(shown) > MATRIX_MAX_HOSTS:
         def low(h):
             return min((r["busbw"] for op, rs in per[h].items() if op != "allreduce" for r in rs
                         if r["bytes"] == ref), default=0)
         shown = sorted(shown, key=low)[:WORST]
-        out += (f"<p>Collectives of the {WORST} hosts with the lowest busbw at the judged size "
-                f"(of {len(per)}):</p>")
-    for h in sorted(shown):
-        out += img(plots.collectives_chart(h, per[h], ref), f"{h} collectives busbw beside the all-reduce")
-    return out
+        of = {"worst": WORST, "n": len(per)}
+    return render("interconnect/collectives.jinja2", worst_of=of, charts=[
+        img(plots.collectives_chart(h, per[h], ref), f"{h} collectives busbw beside the all-reduce")
+        for h in sorted(shown)])
 
 
 def methodology(doc: dict, profile) -> list[dict]:

@@ -52,8 +52,9 @@ def best_of(doc: dict, again, t) -> dict:
     retried into a pass: a size is correct only if it was in every attempt."""
     ref = parse_size(t.extra["size"])
     tries = retry.measured(doc, again, lambda d: busbw_at(d, ref), t)
-    if len(tries) == 1:
-        return doc
+    if len(tries) == 1:  # passed, or a miss not measured again: why not (retry.why)
+        said = retry.why([busbw_at(doc, ref)], t)
+        return {**doc, "retry": said} if said else doc
     best, figures = retry.best(tries, lambda d: busbw_at(d, ref), t)
     wrong = {r["bytes"] for d in tries for r in d["rows"] if not r["correct"]}
     # the other collectives: measured in the first attempt only (the retry is the all-reduce's)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from signoff import retry
 from signoff.check import NA_PREFIX
 from signoff.figures import img, png, pyplot
-from signoff.printable import escape
+from signoff.render import render
 from signoff.report import MATRIX_MAX_HOSTS, WORST, status_class
 from signoff.units import readable
 
@@ -30,34 +30,21 @@ def network_section(records: list[dict]) -> str:
     if len(pairs) > MATRIX_MAX_HOSTS:  # the problems and the lowest, not 1,000 rows
         low = sorted(pairs, key=lambda r: r["details"].get("fraction" if pct else "gbps") or 0)
         pairs = [r for r in low if r["status"] != "PASS"] or low[:WORST]
-    rows = "".join(
-        f"<tr class='{status_class(r['status'])}'><td>{escape(r['host'])}</td>"
-        f"<td>{escape(d.get('tool'))} ({escape(d.get('streams'))} streams, "
-        f"{escape(d.get('duration'))} s)</td>"
-        f"<td>{escape(d.get('gbps'))}</td><td>{escape(d.get('line_rate_gbps'))}</td>"
-        f"<td>{escape(_pct(d.get('fraction')))}</td>"
-        f"<td>{r['status']}</td></tr>"
-        for r in pairs for d in [r["details"]])
-    out = "<h2>Network</h2>" + (img(fig, "host pair throughput") if fig else "")
-    if rows:
-        out += ("<table class='so-table'><tr><th>pair (sender-&gt;receiver)</th><th>tool</th><th>Gb/s</th>"
-                "<th>line rate Gb/s</th><th>% of line rate</th><th></th></tr>"
-                f"{rows}</table>")
-    elif unmeasured:  # one host, or no pair measured: say why in one line, no empty table
-        out += (f"<p>Host pairs: <b>{unmeasured['status']}</b>: "
-                f"{escape(why(unmeasured))}</p>")
+    rows = [{"cls": status_class(r["status"]), "host": r["host"], "tool": d.get("tool"),
+             "streams": d.get("streams"), "duration": d.get("duration"), "gbps": d.get("gbps"),
+             "line_rate": d.get("line_rate_gbps"), "pct": _pct(d.get("fraction")), "status": r["status"]}
+            for r in pairs for d in [r["details"]]]
     bis = ((multi or {}).get("details") or {}).get("bisection")
-    if multi:
-        got = (f"{readable(multi['measured'])} {multi.get('unit') or ''}" if multi.get("measured") is not None
-               else why(multi))
-        out += f"<p>Multi-node all-reduce: <b>{multi['status']}</b>: {escape(got)}</p>"
-    if bis:
-        named = ", ".join(bis["slow_hosts"] + bis["slow_links"]) or "no single host or link"
-        cells = "".join(f"<tr><td>{escape(p)}</td><td>{escape(bw)}</td></tr>"
-                        for p, bw in bis["pairs"].items())
-        out += (f"<p>Bisection (2-host all-reduce per ring pair): slow <b>{escape(named)}</b></p>"
-                f"<table class='so-table'><tr><th>pair</th><th>busbw GB/s</th></tr>{cells}</table>")
-    return out + across_table(records) + collectives_figure(records)
+    return render("network/section.jinja2", figure=img(fig, "host pair throughput") if fig else "",
+                  pairs=rows,
+                  # one host, or no pair measured: why in one line, no empty table
+                  unmeasured={"status": unmeasured["status"], "why": why(unmeasured)} if unmeasured else None,
+                  multi={"status": multi["status"],
+                         "got": f"{readable(multi['measured'])} {multi.get('unit') or ''}"
+                         if multi.get("measured") is not None else why(multi)} if multi else None,
+                  bisection={"named": ", ".join(bis["slow_hosts"] + bis["slow_links"]) or
+                             "no single host or link", "pairs": list(bis["pairs"].items())} if bis else None,
+                  across=across_table(records), collectives=collectives_figure(records))
 
 
 ACROSS = (("multinode_allgather_busbw", "all-gather"), ("multinode_reduce_scatter_busbw", "reduce-scatter"),
@@ -70,15 +57,13 @@ def across_table(records: list[dict]) -> str:
     got = {r["criterion"]: r for r in records if r["criterion"] in dict(ACROSS)}
     if not got:
         return ""
+
     def figure(r):
         m = r.get("measured")
         return f"{readable(m)} {r.get('unit') or ''}" if isinstance(m, (int, float)) else (m or why(r))
-    rows = "".join(
-        f"<tr class='{status_class(r['status'])}'><td>{what}</td><td><b>{r['status']}</b></td>"
-        f"<td>{escape(figure(r))}</td><td>{escape(r.get('expected') or '')}</td></tr>"
-        for c, what in ACROSS if (r := got.get(c)))
-    return ("<p>Collectives across nodes (the multi-node all-reduce's run):</p><table class='so-table'><tr>"
-            f"<th>collective</th><th></th><th>measured</th><th>expected</th></tr>{rows}</table>")
+    return render("network/across.jinja2", rows=[
+        {"cls": status_class(r["status"]), "what": what, "status": r["status"], "figure": figure(r),
+         "expected": r.get("expected")} for c, what in ACROSS if (r := got.get(c))])
 
 
 def collectives_figure(records: list[dict]) -> str:
@@ -93,8 +78,10 @@ def collectives_figure(records: list[dict]) -> str:
     if got.get("multinode_alltoall_busbw", {}).get("allreduce_rows"):
         ops["allreduce"] = got["multinode_alltoall_busbw"]["allreduce_rows"]
     rails = (got["multinode_collectives_correct"].get("rails") or {}).get("alltoall") or {}
-    ops.update({f"all-to-all, rail {r}": rows
-                for r, rows in sorted(rails.items(), key=lambda kv: int(kv[0]))})
+    # a rail's key is the probe's word: numbers in their order, anything else after them by name
+    ops.update({f"all-to-all, rail {r}": rows for r, rows in sorted(
+        rails.items(), key=lambda kv: (not str(kv[0]).isdigit(), int(kv[0]) if str(kv[0]).isdigit() else 0,
+                                       str(kv[0])))})
     return img(collectives_chart("all hosts", ops, None, "collectives across nodes"),
                "collectives across nodes beside the all-reduce")
 

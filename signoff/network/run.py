@@ -7,7 +7,7 @@ import re
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 
-from signoff import hostlist
+from signoff import hostlist, retry
 from signoff.fleet import Fleet, HostSession, ProbeError, threads
 from signoff.network.judge import (
     PAIR_DURATION_S,
@@ -16,6 +16,7 @@ from signoff.network.judge import (
     data_port,
     judged,
     node_nics,
+    pair_figure,
     pair_id,
     pair_tool,
     rdma_port,
@@ -119,16 +120,22 @@ class Network:
             tries: dict = {p: [] for p in pairs}
             self.fleet.settle()  # no per-host measurement still running beside the pairs
             todo, t0, say = rounds(pairs), time.monotonic(), self.fleet.progress or (lambda line, final: None)
+            again = ""
             while todo:
                 for i, rnd in enumerate(todo, 1):
                     # progress: the round, the time so far against the rounds' own (each pair's
                     # probe is stopped at its duration + 60 s)
-                    say(f"host pairs: round {i}/{len(todo)} ({len(rnd)} pairs at once, {args[1]} s each), "
-                        f"{time.monotonic() - t0:.0f} s of about {len(todo) * args[1]} s", False)
+                    say(f"host pairs{again}: round {i}/{len(todo)} ({len(rnd)} pairs at once, {args[1]} s "
+                        f"each), {time.monotonic() - t0:.0f} s of about {len(todo) * args[1]} s", False)
                     with threads(len(rnd)) as pool:
                         for p, res in zip(rnd, pool.map(lambda p: self._measure(*p, *args), rnd)):
                             tries[p].append(res)
                 todo = again_rounds(tries, t)
+                if todo:  # the retry policy: which pairs are measured again, and why (one line each)
+                    for p in (p for rnd in todo for p in rnd):
+                        why = retry.weigh([pair_figure(r, t.unit) for r in tries[p]], t)[1]
+                        say(f"host pairs: {pair_id(*p)} {why}", True)
+                    again = f", attempt {len(tries[todo[0][0]]) + 1}"
             say(f"host pairs: {len(pairs)} measured in {time.monotonic() - t0:.0f} s", True)
             self._pairs = {p: judged(docs, t) for p, docs in tries.items()}
         res = self._pairs[(a, b)]
@@ -342,6 +349,8 @@ class Sweep:
         self.what = f"{LABELS.get(probe, probe)} over {hostlist.fold(names)}"
         sweeps = probe == "allreduce" and lo != hi
         self.hint = "raise it or shorten multinode_allreduce_busbw.sweep" if sweeps else "raise it"
+        # a measurement again (the retry policy): which attempt and why, before its own progress
+        self.attempt = retry.attempt()
         self.t0 = time.monotonic()
         self.last: tuple = (None, -SAY_EVERY_S)
 
@@ -367,8 +376,10 @@ class Sweep:
         if not final and at == self.last[0] and now - self.last[1] < SAY_EVERY_S:
             return
         self.last = (at, now)
-        self.progress(f"{self.what}: {self.span}, {self.where(at)}, {now:.0f} s of --collective-timeout "
-                      f"{self.timeout} s", final)
+        which, _, why = (self.attempt or "").partition(": ")  # 'attempt 2 of 3 (attempt 1 read ...)'
+        again = f", {which} ({why})" if self.attempt else ""
+        self.progress(f"{self.what}{again}: {self.span}, {self.where(at)}, {now:.0f} s of "
+                      f"--collective-timeout {self.timeout} s", final)
 
     def overran(self, outcome: dict, first, killed: set) -> bool:
         """Whether every rank joined and the first to end was stopped by the timeout (the others

@@ -21,6 +21,7 @@ CRITERIA = {
     "soak_errors": {"type": "number", "ops": ("max",)},  # new uncorrectable ECC errors, XIDs, failed loads
 }
 PLUGIN = "signoff.soak.plugin"
+REPORT_DIRS = ("soak",)  # the report dir's soak/<host>.jsonl: every sample, as streamed
 
 
 def check_extra(name: str, value, extra: dict, where: str) -> None:

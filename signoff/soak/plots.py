@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from signoff.figures import png, pyplot
-from signoff.printable import escape
+from signoff.render import render
 from signoff.soak.judge import FAIL_REASONS, REASON_BITS, Series, mask_of
 
 MAX_POINTS = 4000  # per line; longer soaks are plotted every k-th sample (the table uses all)
@@ -105,20 +105,14 @@ def _fmt(v, nd=0) -> str:
 
 def table(rows: list[dict], interval: float) -> str:
     """Per GPU: maxima, sustained values and medians over the load (signoff.soak.summary)."""
-    head = ("<tr><th>GPU</th><th>GPU °C max / sustained / median</th>"
-            "<th>memory °C max / sustained / median</th><th>power W max / median</th>"
-            "<th>SM clock MHz median / min</th><th>GEMM TFLOP/s (after warm-up)</th>"
-            "<th>clock-event reasons (s)</th></tr>")
     body = []
     for r in rows:
         t, m, p, c = r["temp"] or {}, r["mem_temp"] or {}, r["power"] or {}, r["sm_clock"] or {}
-        reasons = ", ".join(f"{k} {v * interval:g}" for k, v in sorted(r["reasons"].items())) or "none"
-        body.append(
-            f"<tr><td>{escape(r['gpu'])}</td>"
-            f"<td>{_fmt(t.get('max'))} / {_fmt(r.get('temp_sustained'))} / {_fmt(t.get('median'))}</td>"
-            f"<td>{_fmt(m.get('max'))} / {_fmt(r.get('mem_temp_sustained'))} / "
-            f"{_fmt(m.get('median'))}</td>"
-            f"<td>{_fmt(p.get('max'), 1)} / {_fmt(p.get('median'), 1)}</td>"
-            f"<td>{_fmt(c.get('median'))} / {_fmt(c.get('min'))}</td>"
-            f"<td>{_fmt(r.get('tflops'), 1)}</td><td>{escape(reasons)}</td></tr>")
-    return f"<table class='so-table'>{head}{''.join(body)}</table>"
+        body.append({
+            "gpu": r["gpu"],
+            "temp": " / ".join(map(_fmt, (t.get("max"), r.get("temp_sustained"), t.get("median")))),
+            "mem_temp": " / ".join(map(_fmt, (m.get("max"), r.get("mem_temp_sustained"), m.get("median")))),
+            "power": f"{_fmt(p.get('max'), 1)} / {_fmt(p.get('median'), 1)}",
+            "clock": f"{_fmt(c.get('median'))} / {_fmt(c.get('min'))}", "tflops": _fmt(r.get("tflops"), 1),
+            "reasons": ", ".join(f"{k} {v * interval:g}" for k, v in sorted(r["reasons"].items())) or "none"})
+    return render("soak/table.jinja2", rows=body)

@@ -5,6 +5,7 @@ large cluster the WORST hosts by peak GPU temperature, and the soak's plan."""
 from __future__ import annotations
 
 from signoff.figures import img
+from signoff.render import render
 from signoff.report import MATRIX_MAX_HOSTS, WORST
 from signoff.soak import plots
 from signoff.soak.judge import Series
@@ -21,18 +22,17 @@ def soak_section(doc: dict, profile) -> str:
     crit = profile.criteria if profile else {}
     limits = {k: crit[c].value if c in crit else None for k, c in
               (("temp", "soak_gpu_temp"), ("mem_temp", "soak_mem_temp"), ("tflops", "soak_gemm_tflops"))}
-    shown = sorted(soaks)
-    out = "<h2>Sustained load (soak)</h2>"
+    shown, hottest, figs = sorted(soaks), None, []
     if len(shown) > MATRIX_MAX_HOSTS:
         shown = sorted(sorted(soaks, key=lambda h: -_peak(soaks[h]))[:WORST])
-        out += f"<p>The {WORST} hottest of {len(soaks)} soaked hosts:</p>"
+        hottest = {"worst": WORST, "n": len(soaks)}
     for h in shown:
         live = soaks[h]
         gpus = live.get("gpus") or []
         s = Series.from_samples(live["series"], len(gpus))
-        out += img(plots.timeseries(h, s, gpus, limits, live.get("warmup_s") or 0),
-                   f"{h} soak time series")
-    return out
+        figs.append(img(plots.timeseries(h, s, gpus, limits, live.get("warmup_s") or 0),
+                        f"{h} soak time series"))
+    return render("soak/section.jinja2", hottest=hottest, figures=figs)
 
 
 def methodology(doc: dict) -> list[dict]:

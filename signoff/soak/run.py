@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
+from signoff import safefile
 from signoff.soak.judge import Series, human_duration
 
 TRACKED = ("temp", "mem_temp", "power")
@@ -159,14 +160,14 @@ class SoakRunner:
             return
         self.t0 = time.monotonic()
         if self.dir and names:  # no soaked host (CPU-only): no empty soak/ in the report dir
-            self.dir.mkdir(parents=True, exist_ok=True)
+            safefile.subdir(self.dir)
         # A thread per host, never a bounded pool: a host left for a second wave would soak
         # after the others, and the hall would never be under full load at once.
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(names)))
         for name in names:
             hs = self.hosts[name] = HostSoak(name, self.keep)
             if self.dir:
-                hs.file = (self.dir / f"{name}.jsonl").open("a", buffering=1)
+                hs.file = safefile.open_new(self.dir / f"{name}.jsonl", buffering=1)
             self._publish(hs)
         for name in names:
             self._futures[name] = self._pool.submit(self._run, self.hosts[name])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from signoff import retry
 from signoff.figures import img, png, pyplot
-from signoff.printable import escape
+from signoff.render import render
 from signoff.report import MATRIX_MAX_HOSTS, VERDICT_COLOURS
 
 READS = (("storage_read_seq", "sequential"), ("storage_read_small", "small files"))
@@ -72,16 +72,17 @@ def timeline_figure(agg: dict) -> str:
 def storage_section(records: list[dict], profile) -> str:
     if not any(r["criterion"].startswith("storage_") for r in records):
         return ""
-    out = "<h2>Storage</h2>"
+    per_host = ""
     if any(r["criterion"] in dict(READS) and isinstance(r.get("measured"), (int, float)) for r in records):
-        out += img(per_host_figure(records, profile), "storage read per host")
+        per_host = img(per_host_figure(records, profile), "storage read per host")
     agg = next((r for r in records if r["criterion"] == "storage_read_aggregate"), None)
+    shown = None
     if agg and (agg.get("details") or {}).get("per_host"):
         fig = timeline_figure(agg["details"])
-        out += (f"<p>Aggregate read: <b>{agg['status']}</b> {escape(agg.get('measured'))} "
-                f"{escape(agg.get('unit') or '')} ({escape(agg.get('expected'))})</p>"
-                + (img(fig, "aggregate read timeline") if fig else ""))
-    return out
+        shown = {"status": agg["status"], "measured": agg.get("measured"), "unit": agg.get("unit"),
+                 "expected": agg.get("expected"),
+                 "figure": img(fig, "aggregate read timeline") if fig else ""}
+    return render("storage/section.jinja2", per_host=per_host, agg=shown)
 
 
 def methodology(doc: dict, profile) -> list[dict]:

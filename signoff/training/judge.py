@@ -104,3 +104,39 @@ def step_bound(step_s: float, params: int, rows: list[dict],
            f"{row['bytes'] / (1 << 20):.3g} MiB "
            + (f"at its threshold's {floor:g} GB/s busbw)" if judged else "in this run)"))
     return round(step_s / (step_s + t_ar), 4), t_ar, how
+
+
+# A node's own step (no gradient sync) this much above the others' median is a straggler; below
+# it, the ranks' pace differs by noise (other processes on a host's cores), which named a node at
+# random where a link was slow (issue 51 item 19: lab2 named, lab3's link slowed).
+STRAGGLER = 1.25
+# The scaling efficiency falling by more than this share when nodes join names the nodes that joined.
+EFFICIENCY_DROP = 0.10
+
+
+def slowest_node(per_node: dict[int, dict[str, float]], eff: dict[int, float]) -> tuple[str | None, str]:
+    """(the node the step's figures show slowest, why), or (None, why none stands out).
+    `per_node`: per node count k, each node's own step time without gradient sync (compute_s);
+    `eff`: per node count, the scaling efficiency of the step over the first k nodes. A node is
+    slowest by its own step only where that stands out from the others' (STRAGGLER): a slow link
+    does not slow a node's own step, it slows every node's synced one. Else by the efficiency:
+    the node that joined where it fell (a slow link or NIC slows every run it is part of)."""
+    n = max(per_node)
+    own = per_node[n]
+    top = max(own, key=own.get)
+    rest = [v for k, v in own.items() if k != top]
+    if rest and median(rest) > 0 and own[top] > STRAGGLER * median(rest):
+        return top, (f"slowest node {top}: {own[top] * 1e3:.1f} ms per step without gradient sync, "
+                     f"{own[top] / median(rest):.2f} x the other nodes' median")
+    counts = sorted(k for k in eff if k in per_node)
+    drops = [(eff[a] - eff[b], a, b) for a, b in zip(counts, counts[1:]) if eff[a] > 0]
+    drop, a, b = max(drops, default=(0.0, None, None))
+    if a is not None and drop > EFFICIENCY_DROP * eff[a]:
+        joined = [x for x in per_node[b] if x not in per_node[a]]
+        who = joined[0] if len(joined) == 1 else None
+        said = who or f"one of {', '.join(joined)}"
+        return who, (f"slowest node {said}: the scaling efficiency fell from {eff[a]:g} over {a} nodes to "
+                     f"{eff[b]:g} over {b} when it joined: its link or NIC (its own step within "
+                     f"{STRAGGLER:g} x the others')")
+    return None, (f"no node stands out: each node's own step within {STRAGGLER:g} x the others' median "
+                  f"({max(own.values()) * 1e3:.1f} ms the slowest)")

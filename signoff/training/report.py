@@ -3,7 +3,7 @@ per GPU, comm share, efficiency), the loader's headroom, and the step over the n
 
 from __future__ import annotations
 
-from signoff.printable import escape
+from signoff.render import render
 from signoff.report import status_class
 from signoff.training import section
 
@@ -22,21 +22,16 @@ def training_section(records: list[dict]) -> str:
         eff = {str(k): v for k, v in ((scale.get("details") or {}).get("efficiency") or {}).items()}
         head = by.get(("train_input_headroom", r["host"]), {})
         for w in r["details"]["widths"]:
-            rows.append(f"<tr class='{status_class(scale.get('status') or r['status'])}'>"
-                        f"<td>{escape(r['host'])}</td><td>{escape(w['ranks'])}</td>"
-                        f"<td>{w['step_s'] * 1e3:.1f}</td>"
-                        f"<td>{w['tokens_per_s']:g}</td><td>{w['tflops_per_gpu']:g}</td>"
-                        f"<td>{w['comm_share']:.0%}</td><td>{escape(eff.get(str(w['ranks']), ''))}</td>"
-                        f"<td>{escape(str(head.get('measured', '')))}</td></tr>")
-    out = ("<h2>Training step</h2><table class='so-table'><tr><th>host</th><th>ranks</th><th>ms/step</th>"
-           "<th>tokens/s</th><th>model TFLOP/s per GPU</th><th>comm share</th><th>efficiency</th>"
-           f"<th>input headroom</th></tr>{''.join(rows)}</table>")
+            rows.append({"cls": status_class(scale.get("status") or r["status"]), "host": r["host"],
+                         "ranks": w["ranks"], "step_ms": f"{w['step_s'] * 1e3:.1f}",
+                         "tokens": f"{w['tokens_per_s']:g}", "tflops": f"{w['tflops_per_gpu']:g}",
+                         "comm": f"{w['comm_share']:.0%}", "efficiency": eff.get(str(w["ranks"]), ""),
+                         "headroom": str(head.get("measured", ""))})
     d = (nodes or {}).get("details") or {}
-    if d.get("efficiency"):
-        eff = ", ".join(f"{k} nodes {v}" for k, v in d["efficiency"].items())
-        out += (f"<p>Across nodes: <b>{nodes['status']}</b>, efficiency {escape(eff)}; slowest node "
-                f"<b>{escape(str(d.get('slowest_node')))}</b></p>")
-    return out
+    across = {"status": nodes["status"], "slowest": str(d.get("slowest_node")),
+              "efficiency": ", ".join(f"{k} nodes {v}" for k, v in d["efficiency"].items())
+              } if d.get("efficiency") else None
+    return render("training/section.jinja2", rows=rows, nodes=across)
 
 
 def methodology(doc: dict, profile) -> list[dict]:

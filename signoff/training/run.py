@@ -43,8 +43,9 @@ def train_doc(host, profile) -> dict:
     if t is None:  # the check ERRORs on the missing threshold
         return doc
     tries = retry.measured(doc, lambda: step(host.probe), one_gpu_tflops, t)
-    if len(tries) == 1:
-        return doc
+    if len(tries) == 1:  # passed, or a miss not measured again: why not (retry.why)
+        said = retry.why([one_gpu_tflops(doc)], t)
+        return {**doc, "retry": said} if said else doc
     best, figures = retry.best(tries, one_gpu_tflops, t)
     return retry.kept({**best, "widths": _merged(best, tries)}, figures)
 
