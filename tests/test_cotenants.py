@@ -274,7 +274,7 @@ def test_a_retried_measurement_names_a_cotenant_of_any_attempt():
     from types import SimpleNamespace
 
     from signoff import retry
-    t = SimpleNamespace(op="min", value=300.0, ok=lambda v: v >= 300.0, extra={})
+    t = SimpleNamespace(op="min", value=300.0, unit="GB/s", ok=lambda v: v >= 300.0, extra={})
     tries = [{"busbw": 210.0, "cotenants": [entry()]}, {"busbw": 360.0, "cotenants": []}]
     best, figures = retry.best(tries, lambda d: d["busbw"], t)
     assert best["busbw"] == 360.0 and figures == [210.0, 360.0] and best["cotenants"] == [entry()]
