@@ -141,6 +141,11 @@ def causes(why: dict[str, str]) -> str:
 # --- the run's own causes: what every host said alike is no host's ------------------------------
 
 PROBLEMS = ("FAIL", "ERROR", "NOT RUN")
+# FAILs whose evidence is the host's own hardware event (an XID in its log, an ECC error, a row
+# remap, DCGM's verdict on its GPUs, wrong bits, counters that grew): on every host alike they are
+# still each host's fault, never the profile's, so they are never folded into a shared cause
+OWN_EVIDENCE = frozenset({"xid_history", "xid_during_run", "ecc_uncorrectable", "row_remap", "dcgm_diag",
+                          "sdc", "error_counters"})
 _WORD = re.compile(r"[\w.]+(?:-[\w.]+)*")  # a name as a message holds it: 'gpu-01' whole, 'lab1->lab2' two
 # A FAIL every host gave alike: more likely what judged them than every host at once (issue 51 item 15)
 FIGURE_HINT = ("every host alike: more likely the profile (another class, or a floor these hosts do not "
@@ -238,7 +243,7 @@ def shared(records: list[dict], hosts: list[str], down=()) -> list[Shared]:
         if r.get("status") == "N.A." or (r["host"] not in inside and not (ends and set(ends) <= inside)):
             continue
         judged.setdefault((r["criterion"], bool(ends)), set()).add(r["host"])
-        if r["status"] in PROBLEMS:
+        if r["status"] in PROBLEMS and not (r["status"] == "FAIL" and r["criterion"] in OWN_EVIDENCE):
             k = (r["status"], key(i))
             said.setdefault(k, {}).setdefault((r["criterion"], bool(ends)), set()).add(r["host"])
             members.setdefault(k, []).append(i)

@@ -264,6 +264,22 @@ def test_different_faults_on_every_host_are_each_hosts():
     assert hosts == list(HOSTS) and unplaced == [] and len(entries) == 2, entries
 
 
+def test_one_same_hardware_event_on_every_host_is_still_each_hosts(tmp_path):
+    """XID 79 on both hosts of a 2-host run, DCGM failing every host's GPU 0 alike: each host's own
+    fault (its log, its GPUs), never the profile's; both drained."""
+    two = ("lab1", "lab2")
+    recs = [own("xid_history", h, "FAIL", f"{h}: XID 79 x1 on PCI:0000:00:06.0 (GPU 0) (expected fatal XIDs "
+                "<= 0); likely cause: the GPU fell off the bus", measured=1) for h in two]
+    recs += [own("dcgm_diag", h, "FAIL", f"{h}: GPU 0: memory test Fail", measured=1, file="dcgm")
+             for h in two]
+    recs += [own("gpu_temp", h, "PASS", "") for h in two]
+    d = doc(recs, hosts=two)
+    entries, unplaced, hosts = report.by_host(d)
+    assert hosts == list(two) and unplaced == [], (hosts, unplaced)
+    report.write_exclude(tmp_path, d)
+    assert (tmp_path / report.EXCLUDE_FILE).read_text() == "lab[1-2]\n"
+
+
 # --- issue 51 item 12: a check across hosts that FAILs naming a host makes it that host's finding ----
 
 def across(criterion, message, at_fault, file="network", **kw):
