@@ -145,7 +145,20 @@ PROBLEMS = ("FAIL", "ERROR", "NOT RUN")
 # remap, DCGM's verdict on its GPUs, wrong bits, counters that grew): on every host alike they are
 # still each host's fault, never the profile's, so they are never folded into a shared cause
 OWN_EVIDENCE = frozenset({"xid_history", "xid_during_run", "ecc_uncorrectable", "row_remap", "dcgm_diag",
-                          "sdc", "error_counters"})
+                          "sdc", "error_counters", "soak_errors", "allreduce_correct", "collectives_correct"})
+# Which part of a host a message names (GPU 3, link 5, port 1, rank 2, a PCI address) is no figure:
+# two hosts whose GPU 3 and GPU 5 fail are two faults, not one cause every host shares
+_IDENT = re.compile(r"\b(?:GPUs?|links?|ports?|ranks?|lanes?|slots?|trays?|NVLinks?|devices?|NICs?) "
+                    r"\d+(?:(?:, | and |-|->)\d+)*", re.I)
+_PCI = re.compile(r"\b[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b")
+
+
+def _parts_kept(text: str) -> str:
+    """`text` with the digits of the parts it names out of the figures' reach (as _normal keeps a
+    code's): _normal takes out figures, never which GPU, link or port."""
+    for pattern in (_IDENT, _PCI):
+        text = pattern.sub(lambda m: m.group(0).translate(_KEPT), text)
+    return text
 _WORD = re.compile(r"[\w.]+(?:-[\w.]+)*")  # a name as a message holds it: 'gpu-01' whole, 'lab1->lab2' two
 # A FAIL every host gave alike: more likely what judged them than every host at once (issue 51 item 15)
 FIGURE_HINT = ("every host alike: more likely the profile (another class, or a floor these hosts do not "
@@ -232,7 +245,7 @@ def shared(records: list[dict], hosts: list[str], down=()) -> list[Shared]:
     def key(i):
         raw = _raw(records[i])
         if raw not in keys:
-            keys[raw] = _generic(raw, names)
+            keys[raw] = _generic(_parts_kept(raw), names)
         return keys[raw]
 
     judged: dict[tuple, set] = {}  # (check, of pairs) -> the hosts or pairs judged on it
@@ -532,11 +545,14 @@ def host_findings(doc: dict) -> tuple[list[HostFindings], list[str]]:
 
 
 def _folded(per: dict[str, list[Finding]], excluded: set[str], order: list[str]) -> list[HostFindings]:
-    """Hosts whose findings are one cause (alike but for figures, names, addresses) folded."""
+    """Hosts whose findings are one cause (alike but for figures, names, addresses; not for the GPU,
+    link or port they name) folded."""
     rank = {h: i for i, h in enumerate(order)}
     by: dict[tuple, HostFindings] = {}
     for h in sorted(per, key=lambda h: (rank.get(h, len(rank)), h)):
-        key = (h in excluded, *((f.status, tuple(f.checks), normalised(f.what, h), f.action) for f in per[h]))
+        # which GPU, link or port is kept: the provider's page says each host's own
+        key = (h in excluded, *((f.status, tuple(f.checks), normalised(_parts_kept(f.what), h), f.action)
+                                for f in per[h]))
         if key in by:
             by[key].hosts.append(h)
         else:

@@ -44,8 +44,22 @@ def _finalize(value):
     return Markup(html.escape(printable(value, lines=True), quote=True))
 
 
+_LOCAL = re.compile(r"[\w.\-\[\]]+(?:/[\w.\-\[\]]+)*")
+
+
+def local_href(value) -> str:
+    """A link's target as the report may hold it: a file of the report dir, by a relative path of
+    plain names (never a scheme: a host's 'javascript:' is no link, autoescape does not stop a
+    URL scheme); anything else is '#'."""
+    text = str(value or "")
+    return text if _LOCAL.fullmatch(text) and ".." not in text.split("/") else "#"
+
+
 ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PKG)), autoescape=True, finalize=_finalize,
                          undefined=jinja2.StrictUndefined, extensions=[_Compact], keep_trailing_newline=False)
+
+
+ENV.filters["local_href"] = local_href
 
 
 def render(template: str, /, **data) -> Markup:

@@ -3,6 +3,8 @@ fault, and the hosts to exclude or drain written beside report.md (records as a 
 
 from __future__ import annotations
 
+import pytest
+
 from signoff import causes, report
 
 PAIR = {"criterion": "net_pair_bandwidth", "unit": "Gb/s", "expected": ">= 0.45 Gb/s"}
@@ -276,6 +278,28 @@ def test_one_same_hardware_event_on_every_host_is_still_each_hosts(tmp_path):
     d = doc(recs, hosts=two)
     entries, unplaced, hosts = report.by_host(d)
     assert hosts == list(two) and unplaced == [], (hosts, unplaced)
+    report.write_exclude(tmp_path, d)
+    assert (tmp_path / report.EXCLUDE_FILE).read_text() == "lab[1-2]\n"
+
+
+@pytest.mark.parametrize("criterion,said", [
+    ("soak_errors", "GPU {gpu}: XID 79 at 120.5 s (kernel log)"),
+    ("nvlink_up", "GPU {gpu} link 5 down (expected every NVLink up)"),
+    ("allreduce_correct", "wrong result on GPU {gpu} at 1 MiB (expected every collective exact)"),
+    ("hbm_uniformity", "GPU {gpu} 2.1 TB/s, 0.7 x the host's median (expected >= 0.9 x)"),
+    ("pcie_link", "GPU {gpu} at PCI 0000:{gpu}b:00.0 runs Gen4 x8 (expected Gen5 x16)")])
+def test_each_hosts_own_part_failing_is_each_hosts_not_a_shared_cause(tmp_path, criterion, said):
+    """Two hosts whose different GPUs fail (or whose errors are their own events) are two faults:
+    both named, both drained, each with its own GPU (on the first cut of item 15 one line named
+    lab1's GPU for both and drained neither: numbers were all taken for figures)."""
+    two = ("lab1", "lab2")
+    recs = [own(criterion, h, "FAIL", f"{h}: " + said.format(gpu=g), measured=1)
+            for h, g in zip(two, (3, 5))] + [own("gpu_temp", h, "PASS", "") for h in two]
+    d = doc(recs, hosts=two)
+    entries, unplaced, hosts = report.by_host(d)
+    assert hosts == list(two) and unplaced == [], (hosts, unplaced)
+    lines = [ln for e in entries for ln in e["lines"]]
+    assert any("GPU 3" in ln for ln in lines) and any("GPU 5" in ln for ln in lines), lines
     report.write_exclude(tmp_path, d)
     assert (tmp_path / report.EXCLUDE_FILE).read_text() == "lab[1-2]\n"
 

@@ -138,3 +138,17 @@ def test_a_value_is_text_in_every_place_a_template_puts_it(value):
     html = str(report.summary_table(recs))
     assert "<script" not in html and "onmouseover='" not in html and "\x1b" not in html, html
     assert re.search(r"title='[^']*'", html), html
+
+
+@pytest.mark.parametrize("href", ["javascript:alert(document.domain)", " javascript:alert(1)",
+                                  "JaVaScRiPt:alert(1)", "data:text/html,<script>x</script>",
+                                  "https://example.com/x", "//example.com/x", "../../etc/passwd",
+                                  "dcgm/../../x.json", "/etc/passwd"])
+def test_a_link_leads_only_to_a_file_of_the_report_dir(href):
+    """A link a host's document could name (the DCGM row's raw JSON: a host printing `raw` kept
+    it on 83b76b7) goes nowhere but a file beside report.html: autoescape stops no URL scheme."""
+    from signoff.render import render
+    page = str(render("templates/link.jinja2", href=href, text="dcgm/lab1.json"))
+    assert page == "<a href='#'>dcgm/lab1.json</a>", page
+    assert str(render("templates/link.jinja2", href="dcgm/lab1.json", text="x")) == \
+        "<a href='dcgm/lab1.json'>x</a>"

@@ -30,6 +30,7 @@ def dcgm(request, fleet, profile):
         lvl, timeout = judge.level_of(t.extra), judge.timeout_of(t.extra)
         doc = fleet.sessions[n].probe("dcgm", "--level", str(lvl), "--timeout", f"{timeout:g}",
                                       timeout=timeout + SLACK_S)
+        doc.pop("raw", None)  # the report dir's file is named here, never by the host's document
         if report_dir is not None and doc.get("stdout"):
             # a directory and a file of the run's own: a link planted there is never written through
             safefile.write(safefile.subdir(Path(report_dir) / RAW_DIR) / f"{n}.json", doc["stdout"])
