@@ -7,14 +7,13 @@ summary, the inventory and every family section, with nothing run."""
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 
 import pytest
 from lab import Lab
 from test_lab_acceptance import ROOT, accept, by_key
-from test_report_browser import CHROMIUM, chromium
+from test_report_browser import CHROMIUM, probed
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 
@@ -123,13 +122,7 @@ def test_the_terminal_report_md_junit_and_results_json_show_a_hosts_escapes_as_t
 
 def test_report_html_shows_a_hosts_markup_as_text_and_runs_none_of_it(run, tmp_path):
     rd, res, _ = run
-    from html import unescape
-    page = tmp_path / "probed.html"
-    page.write_text((rd / "report.html").read_text().replace("</body>", PROBE + "</body>"))
-    p = chromium("--virtual-time-budget=10000", "--dump-dom", page.as_uri(), profile_dir=tmp_path / "u")
-    m = re.search(r'<pre id="so-probe">(.*?)</pre>', p.stdout, re.S)
-    assert m, p.stderr[-2000:]
-    got = json.loads(unescape(m.group(1)))
+    got = probed(rd / "report.html", tmp_path, PROBE)
     # nothing of the host's ran or was made an element
     assert got["verdict"] == ["FAIL"] and got["pwned"] is None and "PWNED" not in got["title"], got
     assert len(got["headings"]) == 1 and got["imgs"] == 0 and got["scripts"] == 0, got

@@ -24,7 +24,7 @@ import pytest
 from lab import Lab
 from test_dcgm_lab import FAKE_PYNVML, STAND_IN
 from test_lab_acceptance import ROOT, accept, by_key
-from test_report_browser import CHROMIUM, chromium
+from test_report_browser import CHROMIUM, probed
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
 
@@ -206,13 +206,7 @@ def test_drain_sh_runs_no_substitution_of_the_hosts(run, tmp_path):
 
 def test_report_html_runs_none_of_the_hosts_markup_and_says_the_verdict(run, tmp_path):
     rc, res, out, rd = run
-    from html import unescape
-    page = tmp_path / "probed.html"
-    page.write_text((rd / "report.html").read_text().replace("</body>", PROBE + "</body>"))
-    p = chromium("--virtual-time-budget=10000", "--dump-dom", page.as_uri(), profile_dir=tmp_path / "u")
-    m = re.search(r'<pre id="so-probe">(.*?)</pre>', p.stdout, re.S)
-    assert m, p.stderr[-2000:]
-    got = json.loads(unescape(m.group(1)))
+    got = probed(rd / "report.html", tmp_path, PROBE)
     assert got["verdict"] == [res["verdict"]], got["verdict"]
     assert got["pwned"] is None and "PWNED" not in got["title"], got
     assert len(got["headings"]) == 1 and got["imgs"] == 0 and got["scripts"] == 0 and got["links"] == 0, got

@@ -45,11 +45,12 @@ def chromium(*args: str, profile_dir) -> subprocess.CompletedProcess:
          *args], capture_output=True, text=True, timeout=180)
 
 
-def probed(report, tmp_path) -> dict:
-    """What PROBE read of `report` once Chromium loaded it (a copy with PROBE in it)."""
+def probed(report, tmp_path, probe: str = PROBE) -> dict:
+    """What `probe` (a script writing JSON into <pre id="so-probe">) read of `report` once Chromium
+    loaded it (a copy with the script in it)."""
     from html import unescape
     page = tmp_path / "probed.html"
-    page.write_text(report.read_text().replace("</body>", PROBE + "</body>"))
+    page.write_text(report.read_text().replace("</body>", probe + "</body>"))
     p = chromium("--virtual-time-budget=10000", "--dump-dom", page.as_uri(), profile_dir=tmp_path / "u1")
     m = re.search(r'<pre id="so-probe">(.*?)</pre>', p.stdout, re.S)
     assert m, p.stderr[-2000:]
