@@ -43,7 +43,7 @@ def clone_reports():
 LONGEST_FIRST = ("test_walkthrough.py",  # 140, one test
                  "test_network_lab.py",  # 246
                  "test_slurm_lab.py",  # 159
-                 "test_hostile_host_lab.py",  # 113, one run of the whole sheet (2026-12-07)
+                 "test_hostile_host_lab.py",  # 113 (70 alone), one run of the whole sheet (2026-12-07)
                  "test_lab_acceptance.py",  # 139
                  "test_storage_lab.py",  # 114
                  "test_cli.py")  # 86

@@ -136,7 +136,7 @@ def run(tmp_path_factory):
                               str(ROOT / "tests" / "profiles" / "lab.yaml"),
                               # lab1's 4 fake GPUs give it 4 ranks torch cannot start: the multi-node
                               # collectives wait out this timeout, as they would on such a host
-                              "--collective-timeout", "20",
+                              "--collective-timeout", "10",
                               timeout=900)
     return rc, res, out, tmp / "report"
 
