@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, baseline, catalog, hostlist, profiles, results
+from signoff import InputError, baseline, catalog, hostlist, profiles, results, safefile
 
 # The figures a calibration sets: what a known-good node measures (rates, bandwidths,
 # efficiencies, temperatures and their margins). Counts, versions and states are not figures.
@@ -376,7 +376,8 @@ def main(argv=None) -> int:
             + (f" --margin {a.margin:g}" if a.margin is not None else "") + "\n"
             + "".join(f"# {line}\n" for line in said)
             + "".join(f"# not calibrated: {n}: {why}\n" for n, why in skipped.items()))
-    a.out.write_text(head + yaml.safe_dump(prof, sort_keys=False, width=200))
+    # a new file renamed over --out: a link another user left at the name is replaced, not followed
+    safefile.write(a.out, head + yaml.safe_dump(prof, sort_keys=False, width=200))
     profiles.load(str(a.out.resolve()))  # what it wrote loads (a bad value would be ours)
     print(f"{a.out}: {len(prof['criteria'])} criteria calibrated"
           + (f"; not calibrated: {', '.join(skipped)}" if skipped else ""))

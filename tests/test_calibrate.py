@@ -79,6 +79,19 @@ def test_a_known_good_run_writes_a_profile_of_its_figures_that_loads(tmp_path):
     assert "not calibrated: " in p.stdout and "criteria calibrated" in p.stdout
 
 
+def test_a_link_left_at_out_is_replaced_never_written_through(tmp_path):
+    """--out names a link (another user's, in a directory both can write): the profile is a new
+    file at the name, the file the link led to unchanged (83b76b7 wrote through it)."""
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    out = tmp_path / "site-h200.yaml"
+    out.symlink_to(victim)
+    p = cli(recorded_run(tmp_path), "--out", out, "--margin", "0.95")
+    assert p.returncode == 0, p.stderr
+    assert victim.read_text() == "untouched\n" and not out.is_symlink()
+    assert profiles.load(str(out)).chain[-1] == "site-h200"
+
+
 def test_the_recorded_figures_pass_the_profile_and_a_figure_20_percent_low_fails(tmp_path):
     doc = json.loads((recorded_run(tmp_path) / "results.json").read_text())
     crit, _ = calibrate.calibrate(doc, profiles.load("h200-1x"), 0.9)
