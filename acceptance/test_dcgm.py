@@ -1,7 +1,8 @@
 """NVIDIA DCGM's diagnostic (issue 44): `dcgmi diag -r LEVEL -j` on every GPU host at once,
 before any other check loads the GPUs, judged per GPU; the raw JSON kept in the report dir."""
 
-from signoff.check import not_applicable
+from signoff import unseen
+from signoff.check import cannot_show, not_applicable
 from signoff.dcgm import judge
 from signoff.fleet import ProbeError
 from signoff.render import render
@@ -12,7 +13,8 @@ def test_dcgm_diag(host, gpus, profile, check, dcgm, fleet, attach):
     the test, DCGM's error id, category, severity and message (ISOLATE / RESET: the action
     beside the GPU on the cover); a Skip or Not Run of a test ERRORs (not judged); no output,
     output that is not JSON, no test categories or a hang past the timeout FAIL closed. No
-    dcgmi or host engine: ERROR, N.A. where the profile makes it optional."""
+    dcgmi or host engine: ERROR, N.A. where the profile makes it optional, UNSEEN on a VM or in a
+    container (the provider's host runs DCGM: ask for its run)."""
     t = profile.threshold("dcgm_diag")
     doc = dcgm(host)
     lvl = judge.level_of(t.extra)
@@ -20,6 +22,10 @@ def test_dcgm_diag(host, gpus, profile, check, dcgm, fleet, attach):
         if t.extra.get("optional"):
             not_applicable(f"{doc['error']}; profile {profile.name} makes dcgm_diag optional: DCGM's "
                            f"diagnostic (r{lvl}) not run on this host")
+        rented = unseen.dcgm_unseen(host.facts, lvl)
+        if rented:
+            ask, why = rented
+            cannot_show(ask, f"{why}: {doc['error']}")
         raise ProbeError(f"{host}: {doc['error']}: DCGM's diagnostic cannot run (install DCGM and start "
                          f"nv-hostengine, e.g. systemctl start nvidia-dcgm)")
     if "error" in doc:

@@ -5,9 +5,9 @@ info and `nvidia-imex-ctl -N -j` are read by the sysinfo probe at the run's star
 
 import pytest
 
-from signoff import cotenants, retry
+from signoff import cotenants, retry, unseen
 from signoff.causes import named as named_hosts
-from signoff.check import not_applicable
+from signoff.check import cannot_show, not_applicable
 from signoff.fabric import judge
 from signoff.fleet import ProbeError
 from signoff.hostlist import fold
@@ -19,6 +19,9 @@ def test_nvlink_fabric(host, gpus, profile, check):
     (no degraded bandwidth, route recovery, unhealthy route, access-timeout recovery or incorrect
     configuration). On an HGX board a fabric manager that is down leaves the state NOT_STARTED."""
     fabs = {g["index"]: g.get("fabric") for g in gpus}
+    on_slice = unseen.fabric_unseen(profile)  # a slice of a fabric's class: its manager is the host's
+    if on_slice:
+        cannot_show(*on_slice)
     if not profile.hardware.get("nvlink_fabric"):
         seen = sorted({judge.STATES.get(f.get("state"), f.get("state")) for f in fabs.values()
                        if f and f.get("state")})

@@ -2,6 +2,7 @@
 
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
+from signoff.gpu import judge
 from signoff.profiles import GENERIC_NAMES, matches
 
 AZURE = "Azure azurehpc-health-checks (github.com/Azure/azurehpc-health-checks, conf/<sku>.conf)"
@@ -191,3 +192,31 @@ def test_mig_mode(host, gpus, profile, check):
            for g in gpus if bool(g["mig_current"]) != want]
     check.require(bad, f"MIG {'on' if any(g['mig_current'] for g in gpus) else 'off'}",
                   f"MIG {'on' if want else 'off'} on every GPU", f"profile {profile.name}")
+
+
+def test_bar1_size(host, gpus, profile, check):
+    """Where the class needs it (hardware.large_bar: RTX PRO 6000), every GPU's BAR1 maps all
+    its memory: a BIOS without large BAR leaves 256 MiB and P2P crawls."""
+    if not profile.hardware.get("large_bar"):
+        not_applicable(f"profile {profile.name}'s class does not need BAR1 to map the GPU's whole "
+                       f"memory (hardware.large_bar unset)")
+    t = profile.threshold("bar1_size")
+    bad, unread, ratio = judge.bar1_short(gpus, t.value)
+    if unread and not bad:
+        raise ProbeError(f"{host}: NVML gave no BAR1 or memory size for {', '.join(unread)}")
+    check.require(bad + [f"{g} unread" for g in unread], ratio, f"every GPU's BAR1 {t.expected}",
+                  t.source, cause=judge.BAR1_CAUSE, details={g["index"]: g.get("bar1") for g in gpus})
+
+
+def test_uvm_hmm(host, gpus, profile, check):
+    """Where the class needs it (hardware.uvm_disable_hmm: RTX PRO 6000), nvidia_uvm runs with
+    HMM off: with it on, NCCL's P2P locks up on these cards."""
+    if not profile.hardware.get("uvm_disable_hmm"):
+        not_applicable(f"profile {profile.name}'s class does not need nvidia_uvm's HMM off "
+                       f"(hardware.uvm_disable_hmm unset)")
+    t = profile.threshold("uvm_hmm")
+    value, why = judge.uvm_hmm(host.facts)
+    if why:
+        raise ProbeError(f"{host}: {why}")
+    check.expect(value, t, "nvidia_uvm uvm_disable_hmm", cause=judge.UVM_CAUSE,
+                 details=host.facts["nvidia"]["uvm"])

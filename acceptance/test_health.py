@@ -4,8 +4,8 @@ thresholds and margin, GPU-NIC affinity and GPUDirect."""
 
 from dataclasses import replace
 
-from signoff import cotenants
-from signoff.check import not_applicable
+from signoff import cotenants, unseen
+from signoff.check import cannot_show, not_applicable
 from signoff.fleet import ProbeError
 from signoff.gpu import judge
 from signoff.soak import judge as soak
@@ -33,6 +33,9 @@ def test_xid_history(host, gpus, profile, check, health):
     need = t.extra.get("require_history")
     doc = health.xids(host.name, window)
     if doc.get("error"):
+        denied = unseen.xid_unseen(host.facts, doc["error"])  # a container's or a user's: the host's to give
+        if denied:
+            cannot_show(*denied)
         raise ProbeError(f"{host}: kernel log unreadable, so no XID history: {doc['error']}")
     counts = {int(k): v for k, v in doc["counts"].items()}
     fatal, said, others = judge.xid_history(doc, t.extra["codes"], t.extra.get("rows") or {}, gpus)
@@ -64,6 +67,9 @@ def test_xid_during_run(host, gpus, check, health):
     suite's own load (all-reduce, network, storage, soak, training) on the GPUs, FAILs."""
     doc = health.xids_during(host.name)
     if doc.get("error"):
+        denied = unseen.xid_unseen(host.facts, doc["error"])
+        if denied:
+            cannot_show(*denied)
         raise ProbeError(f"{host}: kernel log unreadable at the end of the run, so no XID of the run "
                          f"is excluded: {doc['error']}")
     end = health.run_start(host.name)

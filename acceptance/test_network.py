@@ -2,9 +2,9 @@
 
 import pytest
 
-from signoff import cotenants, outlier, retry
+from signoff import cotenants, outlier, retry, unseen
 from signoff.causes import named as named_hosts
-from signoff.check import not_applicable
+from signoff.check import cannot_show, not_applicable
 from signoff.fixtures import selected_hosts
 from signoff.fleet import ProbeError
 from signoff.network import judge as net
@@ -16,12 +16,17 @@ RULE = "signoff acceptance rule"
 
 
 def test_nic_link(host, fleet, network, profile, check, request):
+    def read():  # every host's NICs read at once, the first time a host's check asks
+        return fleet.measured("network", host.name, network.info,
+                              selected_hosts(request.session, ("test_nic_link",)))
+    if unseen.class_ib_ports(profile):  # a slice of a class whose server has InfiniBand ports
+        rented = unseen.nic_unseen(profile, host.facts, read()["infiniband"], host.session.host.data_iface)
+        if rented:  # none of them here: the provider's virtual NIC, never the server's ports
+            cannot_show(*rented)
     if not host.session.host.data_iface and len(fleet.names) == 1 and not net.ib_fabric(profile):
         not_applicable(f"{host}: {net.NO_IFACE_SINGLE}")  # an InfiniBand fabric's ports need none
     t = profile.threshold("nic_rate")
-    # every host's NICs read at once, the first time a host's check asks
-    info = fleet.measured("network", host.name, network.info,
-                          selected_hosts(request.session, ("test_nic_link",)))
+    info = read()
     if t.extra.get("derived") == "fleet_rate":  # no class NIC: the run's own ports (judge.fleet_rate)
         if t.extra.get("fabric") != "infiniband":
             network.address(host.name)  # the named interface exists and has an address

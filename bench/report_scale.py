@@ -3,7 +3,8 @@
 
 1,000 recorded 1x H200 hosts (tests/test_report_scale_recorded.py: each the recorded host of
 reports/examples/h200-1x answered in the controller's process, its own machine identity), the
-first 300 on an older driver branch; `pytest acceptance/ --profile h200-1x` over all of them.
+first 300 on an older driver branch; `pytest acceptance/ --profile h200-8x-nvlink@1` (h200-1x before
+issue 52) over all of them.
 Prints the wall time, the checks per status, the size of every file the run writes, the cover's
 and the terminal's line counts; writes them as JSON (--out). Then reads the bounded output back
 (issue 30: results.json <= 30 MB, junit.xml <= 10 MB): signoff.results.load() against the

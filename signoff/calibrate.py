@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, baseline, catalog, hostlist, profiles, results, safefile
+from signoff import InputError, baseline, catalog, hostlist, profiles, results, safefile, slices
 
 # The figures a calibration sets: what a known-good node measures (rates, bandwidths,
 # efficiencies, temperatures and their margins). Counts, versions and states are not figures.
@@ -280,18 +280,19 @@ def run_profile(meta: dict) -> profiles.Profile:
     machine), the shipped profile of its name only if its bytes are the run's (profile_sha256;
     a run recorded before the digest: a shipped path's name, as before)."""
     recorded, name, digest = meta.get("profile_path"), meta.get("profile"), meta.get("profile_sha256")
-    if recorded and Path(recorded).is_file():
+    whole = slices.split(name or "")[0]  # a slice "<class>@<N>" is its class's file, cut (slices.py)
+    if recorded and Path(slices.split(recorded)[0]).is_file():
         base = profiles.load(str(Path(recorded).resolve()))
         if digest and profiles.digest(base) != digest:
             raise InputError(f"not calibrated: the run's profile {recorded} (or a file it extends) "
                              f"has changed since the run: its thresholds are not the ones the run "
                              f"was judged by; calibrate from a run under the profile as it is now")
         return base
-    path = Path(recorded or "")
-    shipped = profiles.PROFILE_DIR / f"{name}.yaml"
+    path = Path(slices.split(recorded or "")[0])
+    shipped = profiles.PROFILE_DIR / f"{whole}.yaml"
     if recorded and shipped.exists() and (
             digest == profiles.digest(profiles.load(name)) if digest
-            else path.parent.name == "thresholds" and path.stem == name):
+            else path.parent.name == "thresholds" and path.stem == whole):
         return profiles.load(name)  # the same shipped profile, in another checkout (or machine)
     if not recorded and name and shipped.exists():
         return profiles.load(name)
@@ -329,9 +330,11 @@ def site_profile(report_dirs: Path | list[Path], margin: float | None = None, ou
         if profiles.digest(other) != profiles.digest(base):
             raise InputError(f"not calibrated: {d} was judged by profile {other.name}, {dirs[0]} by "
                              f"{base.name} (other thresholds): calibrate from runs of one profile")
-    shipped = profiles.PROFILE_DIR / f"{base.name}.yaml"
-    if shipped.exists() and (shipped.resolve() == Path(base.path).resolve()
-                             or profiles.digest(profiles.load(str(shipped))) == profiles.digest(base)):
+    whole, n = slices.split(base.name)
+    shipped = profiles.PROFILE_DIR / f"{whole}.yaml"
+    cut = "" if n is None else f"{slices.SEP}{n}"  # a slice: the shipped class's, cut the same
+    if shipped.exists() and (Path(f"{shipped.resolve()}{cut}") == Path(base.path).resolve()
+                             or profiles.digest(profiles.load(f"{shipped}{cut}")) == profiles.digest(base)):
         extends = base.name  # a shipped profile by name: the site profile moves with the checkout
     elif out is None:
         extends = str(Path(base.path).resolve())

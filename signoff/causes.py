@@ -253,7 +253,8 @@ def shared(records: list[dict], hosts: list[str], down=()) -> list[Shared]:
     members: dict[tuple, list[int]] = {}
     for i, r in enumerate(records):
         ends = pair_ends(r["host"])
-        if r.get("status") == "N.A." or (r["host"] not in inside and not (ends and set(ends) <= inside)):
+        if r.get("status") in ("N.A.", "UNSEEN") or (r["host"] not in inside
+                                                      and not (ends and set(ends) <= inside)):
             continue
         judged.setdefault((r["criterion"], bool(ends)), set()).add(r["host"])
         if r["status"] in PROBLEMS and not (r["status"] == "FAIL" and r["criterion"] in OWN_EVIDENCE):

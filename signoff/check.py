@@ -8,6 +8,7 @@ import pytest
 from signoff import outlier, rerun, retry
 from signoff.profiles import Threshold, matches
 from signoff.units import readable
+from signoff.unseen import CannotShow
 
 NA_PREFIX = "N.A.:"
 
@@ -15,6 +16,13 @@ NA_PREFIX = "N.A.:"
 def not_applicable(reason: str):
     """A check that does not apply to this host under this profile (never counted as PASS)."""
     pytest.skip(f"{NA_PREFIX} {reason}")
+
+
+def cannot_show(ask: str, why: str):
+    """A check this machine's form cannot show (a VM slice's fabric, DCGM on a VM, a container's
+    kernel log): UNSEEN, never a PASS and by default no ERROR; `ask` is what to ask the provider
+    for, `why` why this machine cannot show it (signoff/unseen.py; --unseen-error: an ERROR)."""
+    raise CannotShow(ask, why)
 
 
 def class_guard(profile, views, what: str = "measured") -> None:

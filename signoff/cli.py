@@ -148,7 +148,7 @@ def plan(argv: list[str]) -> int:
 
 
 def list_(args) -> int:
-    from signoff import catalog, profiles
+    from signoff import catalog, profiles, slices
     if args.what == "profiles":
         for name in profiles.available():
             try:
@@ -158,6 +158,8 @@ def list_(args) -> int:
                 continue
             if not p.abstract:
                 print(f"{name:22} {p.description}  [{p.describe_class()}]")
+                if cut := slices.listed(p):  # N of its GPUs: --profile <class>@<N> (docs/thresholds.md)
+                    print(f"{'':22}   {cut}")
             elif kids := [k.name for k in profiles.variants(p)]:  # a class base: --profile takes it too
                 which = " or ".join(kids) if len(kids) <= 4 else f"one of its {len(kids)} variants"
                 print(f"{name:22} {p.description}  [class base: --profile {name} picks {which} by the "

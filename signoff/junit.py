@@ -2,7 +2,9 @@
 
 pytest's own JUnit writer sees pytest outcomes: it files an ERROR (could not measure) under
 <failure> and NOT RUN under <skipped>, which CI counts as fine. Here NOT RUN and ERROR are
-<error>, FAIL is <failure>, only N.A. is <skipped>, and one more testcase carries the verdict.
+<error>, FAIL is <failure>, only N.A. and UNSEEN (what this machine cannot show: its ask and why
+are the testcase's properties) are <skipped>, and one more testcase carries the verdict, saying
+how many checks this machine cannot show.
 
 Bounded like results.json (45,000 testcases at 1,000 hosts x the sheet): one testcase a line; a
 criterion's `expected`, `unit` and `source`, alike on most of its testcases, are the suite's
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from signoff import safefile
 
-ELEMENT = {"FAIL": "failure", "ERROR": "error", "NOT RUN": "error", "N.A.": "skipped"}
+ELEMENT = {"FAIL": "failure", "ERROR": "error", "NOT RUN": "error", "N.A.": "skipped", "UNSEEN": "skipped"}
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # colours and cursor moves (fio's, a shell's)
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")  # XML 1.0 chars
 
@@ -80,6 +82,7 @@ def _attempts(r: dict) -> dict:
 def write(path: Path, doc: dict) -> None:
     from signoff.report import excluded_text  # report imports results, which imports this module
     from signoff.results import verdict_text
+    from signoff.unseen import verdict_suffix
     records, meta = doc["results"], doc["meta"]
     counts = Counter(r["status"] for r in records)
     verdict = doc.get("verdict") or "INCOMPLETE"
@@ -90,7 +93,7 @@ def write(path: Path, doc: dict) -> None:
     suite = ET.SubElement(root, "testsuite", name="signoff", tests=str(len(records) + 1 + bool(base)),
                           failures=str(counts["FAIL"] + (verdict not in ("PASS", "ERROR")) + failed_on),
                           errors=str(counts["ERROR"] + counts["NOT RUN"] + (verdict == "ERROR")),
-                          skipped=str(counts["N.A."]),
+                          skipped=str(counts["N.A."] + counts["UNSEEN"]),
                           timestamp=str(meta.get("started", "")),
                           time=f"{sum(r.get('duration_s', 0) for r in records):.3f}")
     once = shared(records)
@@ -108,13 +111,15 @@ def write(path: Path, doc: dict) -> None:
         _case(suite, module.removesuffix(".py").replace("/", "."), name, r["status"],
               r.get("message") or "", r.get("duration_s", 0.0),
               {**({} if name.endswith(f"[{r['host']}]") else {"host": r["host"]}),
-               "measured": r.get("measured"), **own, **_attempts(r)})
+               "measured": r.get("measured"), **own, **_attempts(r),
+               "ask": r.get("ask"), "why": r.get("why")})
     # CI jobs that only count testcases must still see a partial or failed sign-off; an ERROR
     # verdict (could not measure) is an <error>, as its checks are, not a <failure> of the hardware.
     why = meta.get("partial") or ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     _case(suite, "signoff", "verdict", verdict if verdict in ("PASS", "ERROR") else "FAIL",
-          f"sign-off verdict {verdict_text(verdict)}: {why}", 0.0,
-          {"verdict": verdict, "not_checked": excluded_text(meta) if meta.get("excluded") else None})
+          f"sign-off verdict {verdict_text(verdict)}{verdict_suffix(doc)}: {why}", 0.0,
+          {"verdict": verdict, "not_checked": excluded_text(meta) if meta.get("excluded") else None,
+           "cannot_show": verdict_suffix(doc).removeprefix("; ") or None})  # a PASS has no message
     if base:  # the regressions a CI page lists; a failure where they fail the run
         text = (f"{regressed} regression{'s' * (regressed != 1)} against {base.get('name')}"
                 + (" (--fail-on-regression: the run fails)" if failed_on else ""))

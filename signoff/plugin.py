@@ -85,6 +85,10 @@ def pytest_addoption(parser):
     g.addoption("--partial", action="store_true", default=False,
                 help="accept a subset of the checks (-k, one file) as a PASS; without it a "
                      "partial run's verdict is INCOMPLETE")
+    g.addoption("--unseen-error", action="store_true", default=False,
+                help="every check this machine's form cannot show (UNSEEN: a VM slice's NVLink fabric, "
+                     "DCGM on a VM, a container's kernel log) is an ERROR instead, saying what to ask "
+                     "the provider for (exit 2: a site or CI that needs them all)")
     g.addoption("--rerun", default=None, metavar="DIR",
                 help="measure again the checks that did not pass (FAIL, ERROR, NOT RUN) in this "
                      "earlier run's report directory, on its hosts and profile unless given; the "

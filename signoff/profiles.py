@@ -11,12 +11,12 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, families, hostlist, outlier, paths, retry
+from signoff import InputError, families, outlier, paths, retry
 from signoff.units import parse_fraction, version_tuple
 
 PROFILE_DIR = paths.thresholds_dir()  # the clone's, or the installed sheet's (signoff/paths.py)
 CORE_KEYS = {"name", "extends", "abstract", "description", "hardware", "criteria", "baseline",
-             "fleet_min"}
+             "fleet_min", "slices"}  # slices: measured figures of N-GPU slices (signoff/slices.py)
 HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
                  "nvlinks", "pcie_gen", "pcie_width",  # per GPU: NVLinks, PCIe link of the class
                  "pci_ids", "host_link", "nvlink_domain",
@@ -25,7 +25,10 @@ HARDWARE_KEYS = {"gpu_model", "gpu_count", "interconnect", "mig", "nvls",
                  "nvlink_fabric",
                  # false: the class's normal state lacks it (GeForce RTX 4090: no GPU peer access,
                  # ECC off): its checks are N.A. saying so, never a FAIL (docs/thresholds.md)
-                 "peer_access", "ecc"}
+                 "peer_access", "ecc",
+                 # true: the class breaks without it (RTX PRO 6000: BAR1 as large as the GPU's memory,
+                 # nvidia_uvm uvm_disable_hmm=1): judged there, N.A. elsewhere (test_gpu_health.py)
+                 "large_bar", "uvm_disable_hmm"}
 INTERCONNECTS = {"nvlink", "pcie", "any"}
 # How the class's GPUs reach the host CPU: PCIe, or NVLink-C2C (Grace: GB200, GB300), where no
 # PCIe link to the host exists to judge (pcie_link N.A., host_link_bandwidth at C2C figures).
@@ -120,6 +123,10 @@ class Profile:
     specs: dict[str, dict] = field(default_factory=dict)
     origins: dict[str, dict[str, str]] = field(default_factory=dict)
     fleet_min_from: str = ""  # the file that set the top-level fleet_min
+    # "<class>@<N>": N GPUs of the class (signoff/slices.py): the class's name and its GPU count
+    slice_of: str = ""
+    full_count: int | None = None
+    slices: dict = field(default_factory=dict)  # N -> {criterion: (entry, where)}: `slices:`
 
     def threshold(self, criterion: str) -> Threshold:
         """The threshold for a criterion; a missing one is an error, not a pass."""
@@ -219,7 +226,8 @@ def _check_hardware(hw, path):
             raise InputError(f"{w}: expected a positive integer or null, got {val!r}")
         if key == "interconnect" and val not in INTERCONNECTS:
             raise InputError(f"{w}: expected one of {sorted(INTERCONNECTS)}, got {val!r}")
-        if key in ("mig", "nvls", "peer_access", "ecc", "nvlink_fabric") and val is not None \
+        if key in ("mig", "nvls", "peer_access", "ecc", "nvlink_fabric", "large_bar", "uvm_disable_hmm") \
+                and val is not None \
                 and not isinstance(val, bool):
             raise InputError(f"{w}: expected true, false or null, got {val!r}")
         if key == "host_link" and val is not None and val not in HOST_LINKS:
@@ -440,10 +448,16 @@ def digest(profile: Profile) -> str:
     h = hashlib.sha256()
     for f in profile.files:
         h.update(Path(f).read_bytes())
+    if profile.slice_of:  # N GPUs of the class: other thresholds than its own
+        h.update(f"@{profile.hardware.get('gpu_count')}".encode())
     return h.hexdigest()
 
 
 def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> Profile:
+    from signoff import slices
+    whole, n = slices.split(name_or_path)
+    if n is not None:  # "<class>@<N>": N GPUs of the class
+        return slices.make(load(whole, base_dir, _seen), n)
     path = _resolve(name_or_path, base_dir)
     if str(path) in _seen:
         raise InputError(f"profile {path}: extends itself (chain: {' -> '.join(_seen)})")
@@ -508,6 +522,9 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
     base = dict(parent.baseline) if parent else {}
     if data.get("baseline") is not None:
         base = _baseline(base, data["baseline"], path)
+    cuts = parent.slices if parent else {}
+    if data.get("slices") is not None:
+        cuts = slices.section(cuts, data["slices"], path, hardware.get("gpu_count"))
     out = Profile(
         baseline=base,
         name=name,
@@ -524,6 +541,9 @@ def load(name_or_path: str, base_dir: Path = PROFILE_DIR, _seen: tuple = ()) -> 
         specs=specs,
         origins=origins,
         fleet_min_from=fleet_min_from,
+        slices=cuts,
+        slice_of=parent.slice_of if parent else "",  # a site's profile of a slice is one too
+        full_count=parent.full_count if parent else None,
     )
     for mod in families.modules():  # a family's rules over the whole profile (its class too)
         if hasattr(mod, "check_profile"):
@@ -578,79 +598,8 @@ def matches(profile: Profile, hw: dict) -> list[str]:
     return why
 
 
-def variants(base: Profile) -> list[Profile]:
-    """The concrete profiles beside a class base (in its own directory) that extend it: what
-    `--profile BASE` picks from by the hosts' NVML (pick_variant)."""
-    where, own = Path(base.path).parent, Path(base.path).resolve()
-    return [p for p in (load(n, where) for n in concrete(where))
-            if any(Path(f).resolve() == own for f in p.files[:-1])]
+# Picking a profile from the hosts' hardware (--profile auto, a class base): signoff/picking.py
+# it reads this module's load and matches, so it comes last
+from signoff.picking import auto_select, hardware_text, in_class, model_text, pick_variant, variants  # noqa: E402
 
-
-def in_class(hw: dict, candidates: list[Profile]) -> list[Profile]:
-    """The candidates whose class a host's hardware is of (no GPU: those that need none)."""
-    if not hw.get("gpu_count"):
-        return [p for p in candidates if not p.gpu_required]
-    return [p for p in candidates if p.gpu_required and not matches(p, hw)]
-
-
-def model_text(hw: dict) -> str:
-    """The GPU model as NVML names it, with its PCI device id where the name is a generic one."""
-    model = hw.get("gpu_model")
-    if model in GENERIC_NAMES:
-        return f"{model} (PCI device {hw.get('pci_device_id') or 'unread'})"
-    return str(model)
-
-
-def hardware_text(hw: dict) -> str:
-    link = "NVLink" if hw.get("nvlink") else "no NVLink"
-    return f"{hw.get('gpu_count')} x {model_text(hw)} ({link})" if hw.get("gpu_count") else "no GPU"
-
-
-def pick_variant(base: Profile, hosts: dict[str, dict]) -> tuple[Profile, str]:
-    """`--profile BASE` (a class base): the variant the majority of the hosts of its class are
-    of, by their NVML hardware (`hosts`: name -> gpu_model, gpu_count, nvlink), as --profile auto
-    picks among every profile; and the line that says so. A host of none of its variants does
-    not vote: judged by the pick, it FAILs its class checks, as under any profile of another
-    class. No host of any variant: refused, naming each host's hardware."""
-    kids = variants(base)
-    votes: dict[str, list[str]] = {}
-    for name, hw in hosts.items():
-        found = in_class(hw, kids)
-        if len(found) > 1:
-            raise InputError(f"--profile {base.name}: {name}'s {hardware_text(hw)} is of several of "
-                             f"its variants: {', '.join(p.name for p in found)}; pass --profile NAME")
-        if found:
-            votes.setdefault(found[0].name, []).append(name)
-    if not votes:
-        raise InputError(f"--profile {base.name}: no host is of a variant of this class ("
-                         + ", ".join(f"{k.name}: {k.describe_class()}" for k in kids) + "): "
-                         + "; ".join(f"{n}: {hardware_text(hw)}" for n, hw in hosts.items())
-                         + " (pass the profile of their class, or --profile auto)")
-    pick = max(votes, key=lambda k: len(votes[k]))  # the first of a tie, in host order
-    prof = next(k for k in kids if k.name == pick)
-    models = sorted({model_text(hosts[n]) if hosts[n].get("gpu_model") else "no GPU" for n in votes[pick]})
-    line = f"{base.name}: picked {pick} from the hosts' NVML ({', '.join(models)})"
-    others = [n for n in hosts if n not in votes[pick]]
-    if others:
-        line += (f" on {len(votes[pick])} of {len(hosts)} hosts; {hostlist.fold(others)}: not of it "
-                 f"(FAIL its class checks)")
-    return prof, line
-
-
-def auto_select(hw: dict, base_dir: Path = PROFILE_DIR) -> Profile:
-    """Pick the one concrete profile whose class matches the hardware; no GPU -> local."""
-    if not hw.get("gpu_count"):
-        return load("local", base_dir)
-    found = []
-    for name in available(base_dir):
-        p = load(name, base_dir)
-        if not p.abstract and p.gpu_required and not matches(p, hw):
-            found.append(p)
-    if len(found) != 1:
-        what = hardware_text(hw)
-        if not found:
-            raise InputError(f"--profile auto: no profile in {base_dir} matches {what}; "
-                             f"pass --profile NAME or add a profile for this class")
-        raise InputError(f"--profile auto: several profiles match {what}: "
-                         f"{', '.join(p.name for p in found)}; pass --profile NAME")
-    return found[0]
+__all__ = ["auto_select", "hardware_text", "in_class", "model_text", "pick_variant", "variants"]

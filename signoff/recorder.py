@@ -1,4 +1,4 @@
-"""Every check's status (PASS, FAIL, ERROR, N.A., NOT RUN) and the run's outputs: results.json,
+"""Every check's status (PASS, FAIL, ERROR, N.A., UNSEEN, NOT RUN) and the run's outputs: results.json,
 junit.xml, report.md, the HTML report's sections, the terminal's signoff section and the exit code."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff import baseline, junit, pytest_adapter, report, rerun, retry, safefile, sheet
+from signoff import baseline, junit, pytest_adapter, report, rerun, retry, safefile, sheet, unseen
 from signoff.check import NA_PREFIX
 from signoff.fixtures import parametrized
 from signoff.printable import printable
@@ -23,12 +23,16 @@ from signoff.state import OUR_ERRORS, ROOT, STATE, State
 from signoff.terminal import ROW
 
 
-def _status(rep, call) -> tuple[str, str]:
+def _status(rep, call, unseen_error: bool = False) -> tuple[str, str]:
     if rep.passed:
         return "PASS", ""
     if rep.skipped:
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
         reason = reason.removeprefix("Skipped: ")
+        exc = call.excinfo.value if call.excinfo is not None else None
+        if isinstance(exc, unseen.CannotShow):  # ours: its ask and why, never a skip's text alone
+            return ("ERROR", unseen.error_message(exc.ask, exc.why)) if unseen_error \
+                else (unseen.STATUS, reason)
         return ("N.A." if reason.startswith(NA_PREFIX) else "NOT RUN"), reason
     exc = call.excinfo
     # an explicit judgement (assert / pytest.fail), also from a fixture, is a FAIL
@@ -78,12 +82,17 @@ def _own_cause(item) -> Exception | None:
 
 
 PHASES = pytest.StashKey[tuple]()
+UNSEEN = pytest.StashKey[dict]()  # a check's cannot_show(): its ask and why
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     rep = (yield).get_result()
-    status, said = _status(rep, call)
+    status, said = _status(rep, call, bool(item.config.getoption("unseen_error", False)))
+    if call.excinfo is not None and isinstance(call.excinfo.value, unseen.CannotShow):
+        # what to ask the provider for, kept in the record (results.json: ask, why)
+        exc = call.excinfo.value
+        item.stash[UNSEEN] = {"ask": printable(exc.ask), "why": printable(exc.why)}
     # where a host's text (a probe's stderr, a process name) enters the check's message: every
     # output (terminal, report.md, report.html, junit, results.json) says its controls as escapes
     # (a line break too, where a line is written: signoff's terminal section, report.md)
@@ -111,6 +120,8 @@ def pytest_runtest_makereport(item, call):
         item.stash[PHASES] = (status, message)
     if rep.when == "teardown":
         rep.user_properties.append(("signoff_status", list(item.stash[PHASES])))
+        if UNSEEN in item.stash:
+            rep.user_properties.append(("signoff_unseen", item.stash[UNSEEN]))
         rep.signoff_status = item.stash[PHASES][0]  # pytest's letter, word and count (Recorder)
 
 
@@ -131,6 +142,7 @@ class Recorder:
         self.selected: list[str] = []
         self.deselected = 0
         self.final: dict[str, str] = {}  # nodeid -> status, for the HTML rows
+        self.unseen: dict[str, dict] = {}  # nodeid -> a cannot_show()'s ask and why
         self.took: dict[str, float] = {}  # nodeid -> seconds of all its phases, for the HTML rows
         self.local = {h.name: h.local for h in state.inventory.hosts}
         self.outcomes: dict[str, list] = {}  # pytest's own categories of the reports: see _lend
@@ -163,7 +175,7 @@ class Recorder:
 
     # pytest's progress letter, -v word and closing count of a check, in signoff's statuses
     LETTERS = {"PASS": (".", "green"), "FAIL": ("F", "red"), "ERROR": ("E", "red"),
-               "N.A.": ("-", "yellow"), "NOT RUN": ("n", "yellow")}
+               "N.A.": ("-", "yellow"), "UNSEEN": ("u", "yellow"), "NOT RUN": ("n", "yellow")}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report, config):
@@ -253,6 +265,8 @@ class Recorder:
                 st.status[nid], st.messages[nid] = val
             elif key == "signoff":
                 st.measured[nid] = val
+            elif key == "signoff_unseen":
+                self.unseen[nid] = val
         if report.when == "teardown":
             criterion, host = split_nodeid(nid)
             self.final[nid] = st.status.pop(nid, "NOT RUN")
@@ -262,6 +276,7 @@ class Recorder:
                             "message": st.messages.pop(nid, ""),
                             "duration_s": round(st.duration.pop(nid), 3),
                             **st.measured.pop(nid, {}),
+                            **self.unseen.pop(nid, {}),  # UNSEEN's ask and why (docs/outputs.md)
                             # a rerun's records beside the earlier run's: each says whose it is
                             **({"run": st.run_id} if st.rerun else {})})
 
@@ -467,7 +482,8 @@ class Recorder:
         meta = doc["meta"]
         tr.section("signoff")
         counts = Counter(r["status"] for r in doc["results"])
-        tr.write_line(f"verdict: {verdict_text(doc['verdict'])}  (profile {doc['meta'].get('profile')}; "
+        tr.write_line(f"verdict: {verdict_text(doc['verdict'])}{unseen.verdict_suffix(doc)}  "
+                      f"(profile {doc['meta'].get('profile')}; "
                       + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no check judged") + ")")
         if meta.get("profile_pick"):
             tr.write_line(f"  profile {meta['profile_pick']}")
@@ -492,6 +508,8 @@ class Recorder:
                           + (f"; likely cause: {cause}" if cause else ""))
         if len(groups) > report.COVER_LINES:
             tr.write_line(f"  and {len(groups) - report.COVER_LINES} more: {self.state.report_dir}/report.md")
+        for line in unseen.lines(doc):  # what to ask the provider for (signoff/unseen.py)
+            tr.write_line(f"  {line}", yellow=True)
         self.regressions(tr, doc)
         for line in report.host_notes(doc):
             tr.write_line(f"  {line}", yellow=True)

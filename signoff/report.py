@@ -17,7 +17,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from signoff import causes, families, hostlist, paths, profiles, retry, safefile
+from signoff import causes, families, hostlist, paths, profiles, retry, safefile, unseen
 from signoff.printable import printable
 from signoff.render import render
 from signoff.results import ALL, STATUSES, VERDICT_MEANS, verdict_text, version_text
@@ -25,7 +25,7 @@ from signoff.units import figure, figures_in
 
 # A figure's bar in its check's verdict colour (the tables' so-PASS, so-FAIL ... in darker tones)
 VERDICT_COLOURS = {"PASS": "tab:green", "FAIL": "tab:red", "ERROR": "tab:orange", "N.A.": "tab:gray",
-                   "NOT RUN": "gold"}
+                   "UNSEEN": "tab:purple", "NOT RUN": "gold"}
 
 ROOT = paths.root()  # the clone's top, or the installed sheet (signoff/_sheet): shown_path's base
 
@@ -406,6 +406,8 @@ def cover(verdict: str, doc: dict) -> str:
     hosts = meta.get("hosts", [])
     return render(
         "templates/cover.jinja2", verdict=verdict, means=VERDICT_MEANS.get(verdict),
+        unseen_said=unseen.verdict_suffix(doc).removeprefix("; "), unseen=unseen.cover_items(doc),
+        rented=unseen.rented(doc),
         verdict_class=status_class(verdict if verdict in ("PASS", "ERROR") else "FAIL"),
         problems=problems, shown=COVER_LINES, by_host=by_host_html(doc),
         base={"name": base.get("name", "the baseline"), "tolerance": tolerance_text(base),
@@ -475,7 +477,7 @@ def regression_text(x: dict) -> str:
 
 
 def tolerance_text(base: dict) -> str:
-    """'tolerance 3 %; storage_read_seq 12 % (profile h200-1x)'."""
+    """'tolerance 3 %; storage_read_seq 12 % (profile h200-8x-nvlink@1)'."""
     own = "; ".join(f"{c} {_fmt(100 * v)} %" for c, v in sorted((base.get("tolerances") or {}).items()))
     return (f"tolerance {_fmt(100 * base.get('tolerance', 0))} %" + (f"; {own}" if own else "")
             + (f" from {base['tolerance_from']}" if base.get("tolerance_from") else ""))
@@ -572,7 +574,8 @@ def _fmt(v) -> str:
 
 
 def criteria_summary(records: list[dict]) -> str:
-    """Per criterion, one row whatever the number of hosts."""
+    """Per criterion, one row whatever the number of hosts; an UNSEEN column where a check was."""
+    shown = [s for s in STATUSES if s != "UNSEEN" or any(r["status"] == s for r in records)]
     by = {}
     for r in records:
         by.setdefault(r["criterion"], []).append(r)
@@ -588,10 +591,10 @@ def criteria_summary(records: list[dict]) -> str:
         if fs:
             worst.append({"status": None, "text": fleet_text(fs)})
         rows.append({"criterion": c, "worst": worst, "expected": str(st["expected"]), "source": st["source"],
-                     "counts": [{"n": st["counts"][s], "cls": status_class(s)} for s in STATUSES],
+                     "counts": [{"n": st["counts"][s], "cls": status_class(s)} for s in shown],
                      "min": _fmt(st["min"]), "median": _fmt(st["median"]), "max": _fmt(st["max"]),
                      "unit": st["unit"]})
-    return render("templates/criteria_summary.jinja2", statuses=STATUSES, rows=rows)
+    return render("templates/criteria_summary.jinja2", statuses=shown, rows=rows)
 
 
 def host_matrix(records: list[dict]) -> str:
@@ -788,6 +791,8 @@ STATUS_MEANING = {
              "never a pass",
     "N.A.": "the profile does not apply this check to this host (e.g. a pair test on a 1-GPU host): "
             "never counted as a pass",
+    "UNSEEN": "this machine's form (a VM slice, a container) cannot show it: the cover says what to ask "
+              "the provider for; never counted as a pass (--unseen-error: an ERROR)",
     "NOT RUN": "not measured (the host is outside the profile's hardware class, a run cut short, "
                "a check deselected): the verdict is INCOMPLETE",
 }
@@ -855,7 +860,9 @@ def markdown(doc: dict) -> str:
     """report.md: the cover for a CI job page or a ticket."""
     meta = doc["meta"]
     counts = Counter(r["status"] for r in doc["results"])
-    out = [f"# GPU cluster sign-off: {verdict_text(doc.get('verdict') or 'INCOMPLETE')}", "",
+    out = [f"# GPU cluster sign-off: {verdict_text(doc.get('verdict') or 'INCOMPLETE')}"
+           + md_text(unseen.verdict_suffix(doc)), "",
+           *(f"{md_text(x)}  " for x in unseen.rented(doc)),
            *([f"**{md_text(partial_text(meta))}**", ""] if meta.get("partial") else []),
            *([f"**{md_text(failed_on_regression(doc))}**", ""] if failed_on_regression(doc) else []),
            f"Profile **{meta.get('profile')}** {profile_class_text(meta)}; "
@@ -879,6 +886,9 @@ def markdown(doc: dict) -> str:
             out.append(f"- {len(groups) - COVER_LINES} more to fix: report.html, results.json")
         out.append("")
     out += by_host_md(doc)
+    cannot = unseen.lines(doc)
+    if cannot:
+        out += ["## What this machine cannot show", "", *(f"- {md_text(x)}" for x in cannot), ""]
     noted = note_lines(doc["results"])
     if noted:
         out += ["## Said with the verdict", "", *(f"- {md_text(x)}" for x in noted), ""]

@@ -181,7 +181,7 @@ def pool(again: dict | None, criterion: str, model: str, skip) -> list[float]:
 
 def _counted(records: list[dict]) -> str:
     n = Counter(r.get("status") for r in records)
-    return ", ".join(f"{n[s]} {s}" for s in ("PASS", "FAIL", "ERROR", "N.A.", "NOT RUN") if n[s])
+    return ", ".join(f"{n[s]} {s}" for s in ("PASS", "FAIL", "ERROR", "N.A.", "UNSEEN", "NOT RUN") if n[s])
 
 
 def _named(records: list[dict], most: int = 6) -> str:

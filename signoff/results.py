@@ -28,8 +28,10 @@ from pathlib import Path
 from signoff import InputError, junit, safefile
 
 ALL = "all hosts"  # the host column of a cluster-wide check
-STATUSES = ("PASS", "FAIL", "ERROR", "N.A.", "NOT RUN")
-_RANK = {"PASS": 0, "N.A.": 1, "NOT RUN": 2, "FAIL": 3, "ERROR": 4}
+# UNSEEN: what this machine's form cannot show (signoff/unseen.py): no judgement, as N.A.
+STATUSES = ("PASS", "FAIL", "ERROR", "N.A.", "UNSEEN", "NOT RUN")
+_RANK = {"PASS": 0, "N.A.": 1, "UNSEEN": 2, "NOT RUN": 3, "FAIL": 4, "ERROR": 5}
+UNJUDGED = ("N.A.", "UNSEEN")  # a verdict of these alone judged nothing
 LOG = "results.jsonl"
 
 
@@ -50,9 +52,10 @@ def verdict(records: list[dict]) -> str:
     """PASS only when every check that applies ran and passed: a check that did not run
     is never a pass. FAIL where a check measured outside its threshold (it outranks the rest);
     ERROR where none did but some could not measure: a provider reading FAIL reads "the
-    hardware failed", which nothing measured says."""
+    hardware failed", which nothing measured says. UNSEEN (what this machine cannot show) leaves
+    the verdict of the rest as it is; every output says how many (unseen.verdict_suffix)."""
     statuses = [r["status"] for r in records]
-    if not statuses or all(s == "N.A." for s in statuses):
+    if not statuses or all(s in UNJUDGED for s in statuses):
         return "INCOMPLETE"
     if "FAIL" in statuses:
         return "FAIL"
@@ -113,7 +116,7 @@ def exit_code(doc: dict) -> tuple[int, str]:
         return EXIT_INCOMPLETE, "INCOMPLETE: a partial run without --partial"
     if n["NOT RUN"]:
         return EXIT_ERROR, f"NOT RUN: no FAIL, but {said}"
-    return EXIT_INCOMPLETE, "INCOMPLETE: no check judged (every one N.A. or none selected)"
+    return EXIT_INCOMPLETE, "INCOMPLETE: no check judged (every one N.A. or UNSEEN, or none selected)"
 
 
 def not_reported(records: list[dict], selected: list[str], why: str) -> list[dict]:

@@ -54,6 +54,7 @@ class Lab:
         n_hosts: int = 3,
         prefix: str | None = None,
         subnet: str | None = None,
+        containers: tuple[str, ...] = (),
     ):
         if not 1 <= n_hosts <= 250:
             raise ValueError(f"n_hosts must be 1..250, got {n_hosts}")
@@ -79,6 +80,11 @@ class Lab:
         self._shaped: set[str] = set()
         self._sshds: dict[str, subprocess.Popen] = {}  # host name -> its sshd
         self._owner_pid: int | None = None
+        # Hosts run as a container would be (issue 52): their sshd in a mount namespace of its own
+        # with Docker's 64 MB /dev/shm and a /run holding podman's /.containerenv marker; a user
+        # other than root logs in with keys it can read (_keys_dir).
+        self.containers = tuple(containers)
+        self._keys_dir: pathlib.Path | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -132,6 +138,9 @@ class Lab:
         for ns in reversed(self._netns):
             _run(["ip", "netns", "del", ns])
         self._netns.clear()
+        if self._keys_dir is not None:
+            shutil.rmtree(self._keys_dir, ignore_errors=True)
+            self._keys_dir = None
         self._owner_pid = None
         atexit.unregister(self.close)
 
@@ -312,7 +321,12 @@ class Lab:
             files = ["-h", str(self._hostkey(h)), "-E", str(self._sshd_log(h))]
             # -D: sshd stays our child (ip netns exec execs it), so we reap it and see it exit;
             # a daemonised one is reparented to PID 1 and lingers as a zombie until reaped.
-            cmd = [*_NO_BASHRC, "ip", "netns", "exec", h.netns, SSHD, "-D", "-f", "/dev/null", *files]
+            inside = []  # a container's mounts, made inside the netns (a /run of its own hides /run/netns)
+            if h.name in self.containers:
+                opts["AuthorizedKeysFile"] = self._readable_keys()
+                inside = _CONTAINER
+            cmd = [*_NO_BASHRC, "ip", "netns", "exec", h.netns, *inside, SSHD, "-D", "-f", "/dev/null",
+                   *files]
             with open(self._sshd_log(h), "ab") as log:  # early errors (bad option) go there too
                 self._sshds[h.name] = subprocess.Popen(
                     [*cmd, *_dash_o(opts)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -334,6 +348,16 @@ class Lab:
                 )
             if pending:
                 time.sleep(0.05)
+
+    def _readable_keys(self) -> pathlib.Path:
+        """authorized_keys where a user other than root can read it (sshd reads it as the user;
+        the workdir is usually under pytest's 0700 tmp): a 0755 dir of its own, removed by close()."""
+        if self._keys_dir is None:
+            self._keys_dir = pathlib.Path(tempfile.mkdtemp(prefix="signoff-lab-keys-"))
+            self._keys_dir.chmod(0o755)
+            shutil.copy(self.authorized_keys, self._keys_dir / "authorized_keys")
+            (self._keys_dir / "authorized_keys").chmod(0o644)
+        return self._keys_dir / "authorized_keys"
 
     def _hostkey(self, h: LabHost) -> pathlib.Path:
         return self.workdir / f"{h.name}.hostkey"
@@ -393,6 +417,17 @@ _NO_BASHRC = (
      'mount --bind /dev/null "$1" && shift && exec "$@"', "sh", str(_BASHRC)]
     if _BASHRC.is_file() else []
 )  # fmt: skip
+
+
+# A container's view, for the hosts named in Lab(containers=...): in a mount namespace of their
+# own, Docker's default 64 MB /dev/shm (docs.docker.com, docker run --shm-size) and a fresh /run
+# with podman's marker file /run/.containerenv (and the /run/sshd sshd needs). The host's kernel
+# log stays the machine's: a user other than root cannot read it (kernel.dmesg_restrict).
+_CONTAINER = [
+    "unshare", "--mount", "--propagation", "private", "sh", "-c",
+    "mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm && mount -t tmpfs -o mode=755 run /run"
+    " && mkdir -m 755 /run/sshd && : > /run/.containerenv && exec \"$@\"", "sh",
+]  # fmt: skip
 
 
 def _dash_o(opts: dict) -> list[str]:

@@ -34,3 +34,23 @@ def as_user(pw: pwd.struct_passwd, *cmd: str, home: str = "/nonexistent") -> lis
 
 def run_as(pw: pwd.struct_passwd, *cmd: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(as_user(pw, *cmd), capture_output=True, text=True, timeout=60, check=check, **kw)
+
+
+RENTER = "signoff-renter"
+
+
+def renter() -> pwd.struct_passwd:
+    """The unprivileged login of a rented container (issue 52): a shell and a home of its own (its
+    run lock lives there), no group beyond its own; made once with useradd if absent. Its password
+    is "*" (none matches), not useradd's "!": sshd without PAM refuses a locked account's keys."""
+    try:
+        return pwd.getpwnam(RENTER)
+    except KeyError:
+        pass
+    r = subprocess.run(["useradd", "--create-home", "--home-dir", f"/home/{RENTER}", "--shell", "/bin/sh",
+                        "--user-group", "--password", "*", RENTER],
+                       capture_output=True, text=True, timeout=60)
+    try:
+        return pwd.getpwnam(RENTER)
+    except KeyError:
+        raise RuntimeError(f"useradd {RENTER} failed (exit {r.returncode}): {r.stderr.strip()}") from None

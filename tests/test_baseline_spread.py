@@ -46,7 +46,8 @@ def moved(got: dict) -> list[str]:
     return [f"{x['criterion']} {x['change_pct']} %" for x in got["regressions"] if "change_pct" in x]
 
 
-@pytest.mark.parametrize("profile, figures", [("h200-1x", H200), ("h200-8x-nvlink", H200), ("local", CPU)])
+@pytest.mark.parametrize("profile, figures", [("h200-8x-nvlink@1", H200), ("h200-8x-nvlink", H200),
+                                               ("local", CPU)])
 def test_a_healthy_rerun_at_the_recorded_extremes_regresses_nothing_recorded(profile, figures):
     """The worst healthy rerun: the baseline at each figure's best recorded, this run at its
     worst (train_input_headroom -43.5 %, storage small -42 %: 5 % flagged them all)."""
@@ -58,7 +59,7 @@ def test_a_healthy_rerun_at_the_recorded_extremes_regresses_nothing_recorded(pro
 def test_the_real_h200_examples_compared_both_ways_move_no_figure_beyond_its_tolerance():
     """Six recorded 1x H200 runs (three machines, three days): every ordered pair, as --baseline
     would compare them (a PASS turned FAIL there is the demo profile's raised threshold)."""
-    tol = baseline.tolerances(None, profiles.load("h200-1x"))
+    tol = baseline.tolerances(None, profiles.load("h200-8x-nvlink@1"))
     docs = [baseline.load(str(p)) for p in H200_RUNS + FRESH]
     for now, then in permutations(docs, 2):
         got = baseline.compare(now, then, tol, "r")
@@ -76,13 +77,13 @@ def test_the_real_h200_examples_compared_both_ways_move_no_figure_beyond_its_tol
     ("train_input_headroom", 88.6, 8.0),  # -91 %
 ])
 def test_a_real_regression_is_still_flagged_under_the_measured_tolerances(criterion, before, now):
-    tol = baseline.tolerances(None, profiles.load("h200-1x"))
+    tol = baseline.tolerances(None, profiles.load("h200-8x-nvlink@1"))
     sign = "<=" if criterion == "soak_gpu_temp" else ">="
     fig = {criterion: (now, before, sign)}
     assert moved(baseline.compare(run(fig, 0), run(fig, 1), tol, "r1")) != []
 
 
-@pytest.mark.parametrize("profile, figures", [("h200-1x", H200), ("local", CPU)])
+@pytest.mark.parametrize("profile, figures", [("h200-8x-nvlink@1", H200), ("local", CPU)])
 def test_the_shipped_tolerances_are_the_rule_applied_to_the_recorded_spread(profile, figures):
     """nvidia-base.yaml's and local.yaml's `baseline:` are 2 x the spread above, 5-95 %."""
     got = baseline.spreads([run(figures, 0), run(figures, 1)])
@@ -101,7 +102,7 @@ def test_spread_prints_the_baseline_section_of_real_runs(capsys):
     assert "hbm_bandwidth: 5%" in out and "spread 0.6 %" in out
     # a check named other than its criterion is printed as the criterion a profile sets
     assert "thermal_slowdown: 5%" in out and "thermal_thresholds" not in out
-    prof = profiles.load("h200-1x")
+    prof = profiles.load("h200-8x-nvlink@1")
     assert baseline.spreads([baseline.load(str(p)) for p in H200_RUNS])["soak_gemm_tflops"]["runs"] == 3
     assert prof.baseline["criteria"]["train_input_headroom"] == 0.88
 
@@ -110,7 +111,7 @@ def test_a_checks_tolerance_is_its_criterions_where_the_names_differ(tmp_path):
     """multinode_allreduce is judged by multinode_allreduce_busbw: the profile's tolerance for
     that criterion applies to the check (before, it was listed and never applied)."""
     p = tmp_path / "site.yaml"
-    p.write_text("extends: h200-1x\nbaseline: {criteria: {multinode_allreduce_busbw: 40%}}\n")
+    p.write_text("extends: h200-8x-nvlink@1\nbaseline: {criteria: {multinode_allreduce_busbw: 40%}}\n")
     tol = baseline.tolerances(None, profiles.load(str(p)))
     fig = {"multinode_allreduce": (0.7, 1.0, ">="), "nic_link": (0.7, 1.0, ">=")}
     got = baseline.compare(run(fig, 0), run(fig, 1), tol, "r1")

@@ -32,7 +32,9 @@ def recorded_run(tmp_path: Path, change=None) -> Path:
     doc["verdict"] = "PASS"
     # recorded in a checkout at /work/main: as if in this one (another checkout on this machine,
     # with other profiles in it, is not the one under test)
-    doc["meta"]["profile_path"] = str(ROOT / "thresholds" / "h200-1x.yaml")
+    # judged then by h200-1x.yaml, now the 1-GPU slice of the 8x class
+    doc["meta"].update(profile="h200-8x-nvlink@1",
+                       profile_path=str(ROOT / "thresholds" / "h200-8x-nvlink.yaml") + "@1")
     if change:
         change(doc)
     d = tmp_path / "run"
@@ -51,26 +53,26 @@ def test_a_known_good_run_writes_a_profile_of_its_figures_that_loads(tmp_path):
     p = cli(recorded_run(tmp_path), "--out", out, "--margin", "0.95")
     assert p.returncode == 0, p.stderr
     prof = profiles.load(str(out))
-    assert "h200-1x" in prof.chain and prof.chain[-1] == "site-h200"
+    assert "h200-8x-nvlink@1" in prof.chain and prof.chain[-1] == "site-h200"
     rec = json.loads(RECORDED.read_text())  # the recorded run's own figures
     got = {r["criterion"]: r.get("measured") for r in rec["results"]}
     t = prof.threshold("train_throughput")
     assert t.value == pytest.approx(0.95 * got["train_throughput"], rel=1e-3)  # the run's figure x the margin
     assert prof.threshold("hbm_bandwidth").value == pytest.approx(0.95 * got["hbm_bandwidth"], rel=1e-3)
     # where the class records a wider run-to-run tolerance (its baseline:), 1 - that is the margin
-    seq, mem = (profiles.load("h200-1x").baseline["criteria"][c]
+    seq, mem = (profiles.load("h200-8x-nvlink@1").baseline["criteria"][c]
                 for c in ("storage_read_seq", "soak_mem_temp"))
     assert prof.threshold("storage_read_seq").value == max(4.0, round(5.2 * (1 - seq), 3))
-    assert prof.threshold("storage_read_seq").extra == profiles.load("h200-1x").threshold(
+    assert prof.threshold("storage_read_seq").extra == profiles.load("h200-8x-nvlink@1").threshold(
         "storage_read_seq").extra  # its size, jobs, runtime kept
     hot = prof.threshold("soak_mem_temp")
     hottest = got["soak_mem_temp"]
-    cited = profiles.load("h200-1x").threshold("soak_mem_temp").value
+    cited = profiles.load("h200-8x-nvlink@1").threshold("soak_mem_temp").value
     assert hot.op == "max" and hot.value == pytest.approx(min(cited, hottest / (1 - mem)), rel=1e-3)
     # the source names the run: time, hosts, GPU serial, suite version, profile
     run = json.loads(RECORDED.read_text())["meta"]
     src = t.source
-    assert f"run {run['run']}" in src and "hosts localhost" in src and "profile h200-1x" in src
+    assert f"run {run['run']}" in src and "hosts localhost" in src and "profile h200-8x-nvlink@1" in src
     serial = rec["hosts"]["localhost"]["nvidia"]["gpus"][0]["serial"]
     assert f"GPU serials {serial}" in src and f"signoff {run['suite_version']}" in src
     assert f"the slowest {got['train_throughput']:.3f} TFLOP/s on localhost x margin 0.95" in src
@@ -94,7 +96,7 @@ def test_a_link_left_at_out_is_replaced_never_written_through(tmp_path):
 
 def test_the_recorded_figures_pass_the_profile_and_a_figure_20_percent_low_fails(tmp_path):
     doc = json.loads((recorded_run(tmp_path) / "results.json").read_text())
-    crit, _ = calibrate.calibrate(doc, profiles.load("h200-1x"), 0.9)
+    crit, _ = calibrate.calibrate(doc, profiles.load("h200-8x-nvlink@1"), 0.9)
     for r in doc["results"]:
         if r["criterion"] in crit:
             spec = crit[r["criterion"]]
@@ -102,7 +104,7 @@ def test_the_recorded_figures_pass_the_profile_and_a_figure_20_percent_low_fails
             ok = r["measured"] >= spec["min"] if op == "min" else r["measured"] <= spec["max"]
             assert ok, (r["criterion"], r["measured"], spec)
             # a 20 % drop FAILs, where healthy runs of the class move less (its recorded tolerance)
-            moves = calibrate.baseline.tolerances(None, profiles.load("h200-1x"))
+            moves = calibrate.baseline.tolerances(None, profiles.load("h200-8x-nvlink@1"))
             if op == "min" and moves["criteria"].get(r["criterion"], moves["default"]) < 0.2:
                 assert r["measured"] * 0.8 < spec["min"], r["criterion"]
 
@@ -112,7 +114,7 @@ def test_never_looser_than_a_cited_threshold(tmp_path):
                                             if r["criterion"] == "hbm_bandwidth"])
     prof, _ = calibrate.site_profile(d, 0.9)
     spec = prof["criteria"]["hbm_bandwidth"]
-    assert spec["min"] == profiles.load("h200-1x").threshold("hbm_bandwidth").value  # 3.51 < 3.816: kept
+    assert spec["min"] == profiles.load("h200-8x-nvlink@1").threshold("hbm_bandwidth").value  # 3.51 < 3.816
     assert "is below the class's cited 3.816: kept" in spec["source"]
 
 
@@ -176,33 +178,34 @@ def test_the_written_profile_is_plain_yaml_with_the_run_named(tmp_path):
     out = tmp_path / "site.yaml"
 
     def elsewhere(doc):  # recorded in another checkout, on another machine: a shipped profile
-        doc["meta"]["profile_path"] = "/no/such/checkout/thresholds/h200-1x.yaml"
+        doc["meta"]["profile_path"] = "/no/such/checkout/thresholds/h200-8x-nvlink.yaml@1"
     p = cli(recorded_run(tmp_path, elsewhere), "--out", out)
     assert p.returncode == 0, p.stderr
     data = yaml.safe_load(out.read_text())
-    assert data["extends"] == "h200-1x" and "calibrated on localhost" in data["description"]
+    assert data["extends"] == "h200-8x-nvlink@1" and "calibrated on localhost" in data["description"]
 
 
 def site_copy(tmp_path: Path, hbm_min: float) -> Path:
-    """A site's own h200-1x.yaml in a folder named thresholds/: the shipped file's name and
-    folder, its own hbm_bandwidth floor."""
-    site = tmp_path / "site" / "thresholds" / "h200-1x.yaml"
+    """A site's own h200-8x-nvlink.yaml in a folder named thresholds/: the shipped file's name
+    and folder, its own hbm_bandwidth floor (the run: its 1-GPU slice, path@1)."""
+    site = tmp_path / "site" / "thresholds" / "h200-8x-nvlink.yaml"
     site.parent.mkdir(parents=True)
-    data = yaml.safe_load((profiles.PROFILE_DIR / "h200-1x.yaml").read_text())
-    data["extends"] = str(profiles.PROFILE_DIR / "h200-8x-nvlink.yaml")
+    data = yaml.safe_load((profiles.PROFILE_DIR / "h200-8x-nvlink.yaml").read_text())
+    data["extends"] = str(profiles.PROFILE_DIR / "nvidia-base.yaml")
     data["criteria"]["hbm_bandwidth"] = {"min": hbm_min, "unit": "TB/s", "source": "the site's acceptance"}
     site.write_text(yaml.safe_dump(data, sort_keys=False))
     return site
 
 
 def test_a_site_profile_in_a_thresholds_folder_with_a_shipped_name_is_the_base(tmp_path):
-    """The run used the site's thresholds/h200-1x.yaml (hbm_bandwidth >= 4.5): the calibrated
-    profile extends that file and keeps its floor, not the shipped h200-1x's 3.816 (issue 32
+    """The run used the site's thresholds/h200-8x-nvlink.yaml@1 (hbm_bandwidth >= 4.5): the calibrated
+    profile extends that file and keeps its floor, not the shipped h200-8x-nvlink@1's 3.816 (issue 32
     item 3: the folder's name and the file's stem made it extend the shipped one)."""
     site = site_copy(tmp_path, 4.5)
 
     def used_site(doc):
-        doc["meta"].update(profile_path=str(site), profile_sha256=profiles.digest(profiles.load(str(site))))
+        doc["meta"].update(profile_path=f"{site}@1",
+                           profile_sha256=profiles.digest(profiles.load(f"{site}@1")))
         for r in doc["results"]:
             if r["criterion"] == "hbm_bandwidth":
                 r.update(measured=4.6)
@@ -210,7 +213,7 @@ def test_a_site_profile_in_a_thresholds_folder_with_a_shipped_name_is_the_base(t
     p = cli(recorded_run(tmp_path, used_site), "--out", out, "--margin", "0.9")
     assert p.returncode == 0, p.stderr
     data = yaml.safe_load(out.read_text())
-    assert data["extends"] == "site/thresholds/h200-1x.yaml", data["extends"]
+    assert data["extends"] == "site/thresholds/h200-8x-nvlink.yaml@1", data["extends"]
     prof = profiles.load(str(out))
     assert prof.files[-2] == str(site)
     t = prof.threshold("hbm_bandwidth")
@@ -220,17 +223,18 @@ def test_a_site_profile_in_a_thresholds_folder_with_a_shipped_name_is_the_base(t
 def test_the_shipped_profile_stands_in_only_for_the_same_bytes(tmp_path):
     """A run of another machine: its file is not here. The shipped profile of its name is its
     base only where the recorded sha256 is the shipped file's; a changed file is refused too."""
-    shipped = profiles.digest(profiles.load("h200-1x"))
-    elsewhere = {"profile_path": "/no/such/checkout/thresholds/h200-1x.yaml"}
+    shipped = profiles.digest(profiles.load("h200-8x-nvlink@1"))
+    elsewhere = {"profile_path": "/no/such/checkout/thresholds/h200-8x-nvlink.yaml@1"}
     d = recorded_run(tmp_path, lambda doc: doc["meta"].update(elsewhere, profile_sha256=shipped))
     prof, _ = calibrate.site_profile(d, 0.9, tmp_path / "site.yaml")
-    assert prof["extends"] == "h200-1x"
+    assert prof["extends"] == "h200-8x-nvlink@1"
     d = recorded_run(tmp_path, lambda doc: doc["meta"].update(elsewhere, profile_sha256="0" * 64))
-    with pytest.raises(InputError, match=r"h200-1x.yaml is not on this machine, and the shipped h200-1x "
-                                         r"is not the file the run used"):
+    with pytest.raises(InputError, match=r"h200-8x-nvlink.yaml@1 is not on this machine, and the shipped "
+                                         r"h200-8x-nvlink@1 is not the file the run used"):
         calibrate.site_profile(d, 0.9, tmp_path / "site.yaml")
     site = site_copy(tmp_path, 4.5)
-    d = recorded_run(tmp_path, lambda doc: doc["meta"].update(profile_path=str(site), profile_sha256=shipped))
+    d = recorded_run(tmp_path, lambda doc: doc["meta"].update(profile_path=f"{site}@1",
+                                                               profile_sha256=shipped))
     with pytest.raises(InputError, match="has changed since the run"):
         calibrate.site_profile(d, 0.9, tmp_path / "site.yaml")
 
@@ -240,9 +244,10 @@ def test_the_aggregate_read_is_calibrated_per_node_and_the_golden_fleet_passes_i
     profile's minimum is per node (x the fleet's nodes when judged) and node_min each host's
     share. The calibrated minimum is 64 x the margin per node, not the sum (1,843 per node at 0.9,
     58,982 for the fleet: the golden fleet failed its own profile; issue 32 item 5); the margin
-    1 - the class's recorded run-to-run tolerance of the aggregate read (42 %: h200-1x's baseline:)."""
+    1 - the class's recorded run-to-run tolerance of the aggregate read (42 %: h200-8x-nvlink@1's
+    baseline:)."""
     nodes = [f"gpu{i:02d}" for i in range(1, 33)]
-    golden = profiles.load("h200-1x").threshold("storage_read_aggregate")
+    golden = profiles.load("h200-8x-nvlink@1").threshold("storage_read_aggregate")
 
     def fleet(doc):
         doc["meta"]["hosts"] = nodes
@@ -251,15 +256,15 @@ def test_the_aggregate_read_is_calibrated_per_node_and_the_golden_fleet_passes_i
                 r["measured"] = 2048.0
                 r["details"]["per_host_in_window"] = {n: 64.0 for n in nodes[1:]} | {"gpu01": 62.0}
     doc = json.loads((recorded_run(tmp_path, fleet) / "results.json").read_text())
-    crit, _ = calibrate.calibrate(doc, profiles.load("h200-1x"), 0.9)
+    crit, _ = calibrate.calibrate(doc, profiles.load("h200-8x-nvlink@1"), 0.9)
     spec = crit["storage_read_aggregate"]
     assert spec["per"] == golden.extra["per"] == "node"
-    m = 1 - profiles.load("h200-1x").baseline["criteria"]["storage_read_aggregate"]
+    m = 1 - profiles.load("h200-8x-nvlink@1").baseline["criteria"]["storage_read_aggregate"]
     assert spec["min"] == pytest.approx(2048 / 32 * m) and spec["node_min"] == pytest.approx(62 * m)
     assert f"2048 GB/s of all hosts at once / 32 nodes = 64 GB/s per node x margin {m:g}" in spec["source"]
     assert f"node_min the lowest share 62 GB/s x margin {m:g}" in spec["source"]
     out = tmp_path / "site.yaml"
-    out.write_text(yaml.safe_dump({"extends": "h200-1x", "criteria": crit}))
+    out.write_text(yaml.safe_dump({"extends": "h200-8x-nvlink@1", "criteria": crit}))
     t = profiles.load(str(out)).threshold("storage_read_aggregate")
     limit = storage_judge.scaled(t, len(nodes), len(nodes))  # as test_storage_read_aggregate judges
     agg = next(r for r in doc["results"] if r["criterion"] == "storage_read_aggregate")
@@ -277,12 +282,13 @@ def test_the_multinode_allreduce_check_calibrates_its_criterion(tmp_path):
             if r["criterion"] == "multinode_allreduce":
                 r.update(status="PASS", measured=180.0, unit="GB/s", message="")
     doc = calibrate.results.load(recorded_run(tmp_path, two_nodes))
-    crit, skipped = calibrate.calibrate(doc, profiles.load("h200-1x"), 0.9)
+    crit, skipped = calibrate.calibrate(doc, profiles.load("h200-8x-nvlink@1"), 0.9)
     assert "multinode_allreduce_busbw" not in skipped, skipped
     spec = crit["multinode_allreduce_busbw"]
     assert spec["min"] == pytest.approx(162.0) and spec["unit"] == "GB/s"
     assert "the slowest 180 GB/s on all hosts x margin 0.9" in spec["source"]
-    assert spec["size"] == profiles.load("h200-1x").threshold("multinode_allreduce_busbw").extra["size"]
+    assert spec["size"] == \
+        profiles.load("h200-8x-nvlink@1").threshold("multinode_allreduce_busbw").extra["size"]
 
 
 def golden_pair(tmp_path: Path) -> tuple[Path, Path]:
@@ -319,7 +325,7 @@ def test_two_golden_runs_set_each_margin_from_their_spread_and_the_next_run_pass
     51 item 18), so the 3 % and 5 % spreads show only where --margin allows a margin above 0.9."""
     a, b = golden_pair(tmp_path)
     docs = [calibrate.results.load(d) for d in (a, b)]
-    crit, skipped = calibrate.calibrate(docs, profiles.load("h200-1x"), 0.95)
+    crit, skipped = calibrate.calibrate(docs, profiles.load("h200-8x-nvlink@1"), 0.95)
     multi = crit["multinode_allreduce_busbw"]
     assert multi["min"] == pytest.approx(171 * 0.9), multi  # spread 5 % -> margin 1 - 2 x 5 %
     run_a = docs[0]["meta"]["run"]
@@ -333,11 +339,11 @@ def test_two_golden_runs_set_each_margin_from_their_spread_and_the_next_run_pass
     assert t["min"] == pytest.approx(slow * 0.94, rel=1e-3) and "spread 3.0 %" in t["source"], t
     # where the class's recorded run-to-run tolerance (the profile's baseline:, over more runs) is
     # wider than these two runs' spread, it sets the margin: two runs that agreed by chance
-    recorded = profiles.load("h200-1x").baseline["criteria"]["storage_read_seq"]
+    recorded = profiles.load("h200-8x-nvlink@1").baseline["criteria"]["storage_read_seq"]
     seq = crit["storage_read_seq"]
-    cited = profiles.load("h200-1x").threshold("storage_read_seq").value  # never looser than it
+    cited = profiles.load("h200-8x-nvlink@1").threshold("storage_read_seq").value  # never looser than it
     assert seq["min"] == pytest.approx(max(cited, 5.2 * 0.97 * (1 - recorded)), rel=1e-3), seq
-    assert (f"margin {1 - recorded:g}: 1 - the profile h200-1x's recorded run-to-run tolerance "
+    assert (f"margin {1 - recorded:g}: 1 - the profile h200-8x-nvlink@1's recorded run-to-run tolerance "
             f"{100 * recorded:g} % (its baseline:), wider than 2 x the run-to-run spread 3.0 %") \
         in seq["source"], seq["source"]
     assert multi["min"] < 171 * 0.95 and 171 * 0.8 < multi["min"]  # the next run 5 % lower passes; 20 % fails
@@ -349,12 +355,12 @@ def test_two_golden_runs_set_each_margin_from_their_spread_and_the_next_run_pass
             moved = r["measured"] * (0.97 if "min" in spec else 1.03)
             assert moved >= spec["min"] if "min" in spec else moved <= spec["max"], (r["criterion"], spec)
     # --margin caps the spread's: never tighter than asked
-    capped, _ = calibrate.calibrate(docs, profiles.load("h200-1x"), 0.8)
+    capped, _ = calibrate.calibrate(docs, profiles.load("h200-8x-nvlink@1"), 0.8)
     assert capped["multinode_allreduce_busbw"]["min"] == pytest.approx(171 * 0.8)
     assert "margin 0.8 (--margin 0.8; the spread's margin 0.9: " \
         in capped["multinode_allreduce_busbw"]["source"]
     # no --margin: 0.9, the one-run default, where these runs' spread asks for less headroom
-    plain, _ = calibrate.calibrate(docs, profiles.load("h200-1x"))
+    plain, _ = calibrate.calibrate(docs, profiles.load("h200-8x-nvlink@1"))
     assert "x margin 0.9 (the default margin; the spread's margin 0.94: 1 - 2 x the run-to-run spread 3.0 %" \
         in plain["hbm_bandwidth"]["source"], plain["hbm_bandwidth"]["source"]
 
@@ -399,7 +405,7 @@ def test_the_collectives_beyond_all_reduce_are_calibrated_as_it_is(tmp_path):
         doc["meta"].update(run="r-second", started="2026-12-05T10:00:00+00:00")
     b = recorded_run(tmp_path / "b", second)
     docs = [calibrate.results.load(d) for d in (a, b)]
-    crit, skipped = calibrate.calibrate(docs, profiles.load("h200-1x"))
+    crit, skipped = calibrate.calibrate(docs, profiles.load("h200-8x-nvlink@1"))
     for c in COLLECTIVES:
         assert c not in skipped, (c, skipped[c])
         spec = crit[c]
@@ -556,7 +562,8 @@ def test_calibrate_of_one_run_says_each_margin_and_why(tmp_path):
     out = tmp_path / "site.yaml"
     p = cli(recorded_run(tmp_path), "--out", out, "--margin", "0.98")
     assert p.returncode == 0, p.stderr
-    said = ("storage_read_seq: margin 0.64: 1 - the profile h200-1x's recorded run-to-run tolerance 36 % "
-            "(its baseline:): one run measures no spread of its own (--margin 0.98 is tighter than it)")
+    said = ("storage_read_seq: margin 0.64: 1 - the profile h200-8x-nvlink@1's recorded run-to-run "
+            "tolerance 36 % (its baseline:): one run measures no spread of its own (--margin 0.98 is "
+            "tighter than it)")
     assert f"  {said}\n" in p.stdout and f"# {said}\n" in out.read_text(), p.stdout
     assert "one run: no run-to-run spread of its own" in p.stdout, p.stdout

@@ -163,9 +163,11 @@ def test_a_generic_name_is_judged_by_pci_id_alone():
     assert profiles.matches(gb200, {**GB200, "gpu_model": "NVIDIA GB300"}) == [
         "GPU model NVIDIA GB300 is not NVIDIA GB200"]
     assert profiles.matches(profiles.load("h100-8x-nvlink"), {**GENERIC, "gpu_count": 8})  # no pci_ids
-    with pytest.raises(InputError, match=r"no profile in .* matches 4 x NVIDIA Graphics Device "
+    # 4 GPUs of B200's PCI id: no 4-GPU class of it, so 4 of b200-8x-nvlink's 8 (a slice)
+    assert profiles.auto_select({**GENERIC, "pci_device_id": "2901"}).name == "b200-8x-nvlink@4"
+    with pytest.raises(InputError, match=r"no profile in .* matches 16 x NVIDIA Graphics Device "
                                          r"\(PCI device 2901\) \(NVLink\)"):
-        profiles.auto_select({**GENERIC, "pci_device_id": "2901"})
+        profiles.auto_select({**GENERIC, "pci_device_id": "2901", "gpu_count": 16})
 
 
 @pytest.mark.parametrize("hw, err", [

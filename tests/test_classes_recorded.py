@@ -31,7 +31,7 @@ import pytest
 import yaml
 from test_cli import LOCK_WAIT
 
-from signoff import calibrate, profiles
+from signoff import calibrate, profiles, slices
 from signoff.interconnect import SWEEP, judge
 from signoff.results import load as load_results
 from signoff.training import section
@@ -40,8 +40,16 @@ from signoff.units import parse_size
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "recorded" / "classes"
 H200_1X = ROOT / "reports" / "examples" / "h200-1x" / "results.json"  # sysinfo, soak, storage, ...
+FORM = ROOT / "tests" / "recorded" / "form" / "rented-h100-vm.json"  # tests/test_form.py reads it
 H200_2X = ROOT / "reports" / "examples" / "h200-2x" / "results.json"  # all-reduce, P2P, NCCL
 CLASSES = yaml.safe_load((DATA / "classes.yaml").read_text())
+# Slices (signoff/slices.py): 1, 2 and 4 GPUs of every 8x class, read as the class's GPUs at that
+# count (NVLinks as the class's between 2 or more, none on one, as the 1x H200 VM read them)
+CLASSES.update({f"{k}@{n}": {**c, "count": n, "nvlinks": c["nvlinks"] if n > 1 else 0}
+                for k, c in list(CLASSES.items()) if c["count"] == 8 for n in (1, 2, 4)
+                if f"{k}@{n}" not in CLASSES})
+# the slices whole-sheet runs prove: the rented 1-GPU H100 VM, 2 of its NVLinked GPUs, 4 of 8 PCIe L40S
+SLICE_SHEETS = ["h100-8x-nvlink@1", "h100-8x-nvlink@2", "l40s-8x-pcie@4"]
 MARGIN = 1.1  # a recorded figure = MARGIN x the class's minimum (README.md: the rule)
 TIMEOUT = 300
 UPTIME = 10 * 86400  # the recorded machine's, in its kernel log
@@ -50,6 +58,11 @@ UPTIME = 10 * 86400  # the recorded machine's, in its kernel log
 def shipped() -> list[str]:
     """The concrete profiles of a GPU class in thresholds/ (not abstract, not local)."""
     return [n for n in profiles.available() if not (p := profiles.load(n)).abstract and p.gpu_required]
+
+
+def node(name: str) -> str:
+    """The recorded host's name: a host name has no '@' (h100-8x-nvlink@2 -> h100-8x-nvlink-at2-node)."""
+    return name.replace(slices.SEP, "-at") + "-node"
 
 
 def recorded() -> tuple[dict, dict]:
@@ -99,14 +112,23 @@ def sysinfo(name: str, one: dict) -> dict:
         g["nvlink"] = {"links": c["nvlinks"], "up": c["nvlinks"], "unreadable": {}}
         if "memory" in c:  # NVML's bus width and max memory clock (local judges HBM by them)
             g["memory"] = dict(zip(("bus_width_bits", "max_clock_mhz"), c["memory"]))
+        if "bar1_mib" in c:  # NVML's BAR1 and memory totals (sysinfo's since issue 52)
+            g["bar1"] = {"total_mib": c["bar1_mib"], "memory_mib": c["memory_mib"], "error": None}
         gpus.append(g)
     facts["nvidia"]["gpus"] = gpus
     facts["nvidia"]["pci_devices"] = len(gpus)
+    if "uvm_disable_hmm" in c:  # nvidia_uvm's parameter as sysfs prints it (issue 52)
+        facts["nvidia"]["uvm"] = {"path": "/sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
+                                  "disable_hmm": c["uvm_disable_hmm"], "error": None}
     if "arch" in c:  # a Grace tray: aarch64, its CPU as sysinfo reads an Arm /proc/cpuinfo
         facts.update(arch=c["arch"], cpu_model=c["cpu_model"])
     facts["counters"]["pcie_replay"] = {str(i): 0 for i in range(len(gpus))}
     facts["counters"].update(gpu_counters(c, len(gpus)))
     facts["gpu_nic"]["gpus"] = {str(i): {} for i in range(len(gpus))}
+    # the machine's form (signoff/form, issue 52): a rented H100 VM's as recorded, a node per GPU
+    form = json.loads(FORM.read_text())["form"]
+    form["visible"].update(dev_nodes=list(range(len(gpus))), cuda_devices=None)
+    facts["preflight"] = {**(facts.get("preflight") or {}), "form": form}
     fabric_fake.record(profiles.load(name), facts)  # NVML's GPU fabric info, IMEX (issue 43)
     return facts
 
@@ -431,6 +453,15 @@ def fault(name: str, rec: dict) -> tuple[dict, dict]:
         ar = rec["allreduce"]
         ar["transports"] = {"NET/Socket/0": ar["transports"].pop("SHM/direct/direct")}
         ar["nccl_log"] = [x.replace("SHM/direct/direct", "NET/Socket/0") for x in ar["nccl_log"]]
+    if name == "rtxpro6000-8x-pcie":  # GPU 3's BAR1 at a BIOS's 256 MiB default; HMM left on
+        gpus[3]["bar1"]["total_mib"] = 256
+        rec["sysinfo"]["nvidia"]["uvm"]["disable_hmm"] = "N"
+        hurt["bar1_gpu"] = "3"
+    if name == "h100-8x-nvlink@2":  # a slice's all-reduce at 0.7 x its healthy figure: below its floor
+        rows = rec["allreduce"]["rows"]
+        for r in rows:
+            r.update(busbw=round(r["busbw"] * 0.7, 3), algbw=round(r["algbw"] * 0.7, 3))
+        hurt["allreduce"] = next(r["busbw"] for r in rows if r["bytes"] == parse_size("16G"))
     if rec["netinfo"]["infiniband"]:  # every InfiniBand cable out: 0 of the class's ports up
         for p in rec["netinfo"]["infiniband"]:
             p["state"] = "1: DOWN"
@@ -458,13 +489,15 @@ def local_faults(rec: dict) -> dict:
 
 
 FAULT_TESTS = {"h100-8x-nvlink": "hbm or p2p or thermal or nic_link",
+               "h100-8x-nvlink@2": "hbm or p2p or allreduce_busbw",
                "l40s-8x-pcie": "hbm or p2p or thermal_thresholds",
                "b200-8x-nvlink": "hbm or p2p or power_limit", "gb200-nvl72": "hbm or p2p or host_link",
                "gb300-nvl72": "hbm or p2p or error_counters",
                "h20-8x-nvlink": "hbm or p2p or power_limit", "l20-8x-pcie": "hbm or p2p or power_limit",
                "h800-8x-nvlink": "hbm or p2p or nvlink_up",
                "a800-80gb-8x-nvlink": "hbm or p2p or thermal_thresholds",
-               "rtx4090-8x-pcie": "hbm or p2p or thermal_thresholds or nccl_transport"}
+               "rtx4090-8x-pcie": "hbm or p2p or thermal_thresholds or nccl_transport",
+               "rtxpro6000-8x-pcie": "hbm or p2p or bar1_size or uvm_hmm"}
 # The RTX 4090's host judged as if its class had peer access and ECC (the traits dropped)
 NO_TRAITS = """extends: rtx4090-8x-pcie
 hardware: {peer_access: null, ecc: null}
@@ -524,12 +557,12 @@ class Runs:
     def start(self, kind: str, name: str):
         where = self.base / f"{kind}-{name}"
         if kind == "sheet":
-            return run(host(where, f"{name}-node", self.healthy(name)))
+            return run(host(where, f"{node(name)}", self.healthy(name)))
         if kind in ("local", "local-faults"):  # the class's host under --profile local: its GPU
             rec = self.healthy(name)  # criteria derived from what the GPUs report
             if kind == "local-faults":
                 rec = local_faults(rec)
-            return run(host(where, f"{name}-node", rec), "--partial", "-k", LOCAL_CHECKS, profile="local",
+            return run(host(where, f"{node(name)}", rec), "--partial", "-k", LOCAL_CHECKS, profile="local",
                        files=("acceptance/test_gpu_health.py", "acceptance/test_health.py",
                               "acceptance/test_training.py", "acceptance/test_interconnect.py",
                               "acceptance/test_soak.py"))
@@ -537,13 +570,13 @@ class Runs:
             rec = self.healthy(name)
             for g in rec["sysinfo"]["nvidia"]["gpus"]:
                 g["name"] = "NVIDIA Graphics Device"
-            return run(host(where, f"{name}-node", rec), "--partial", "-k",
+            return run(host(where, f"{node(name)}", rec), "--partial", "-k",
                        "gpu_model or gpu_count or nvlink_up or hbm_bandwidth or pcie_link",
                        files=("acceptance/test_gpu_health.py", "acceptance/test_health.py"))
         if kind == "no-traits":  # the healthy RTX 4090 by a profile without its class's traits
             (where / "no-traits.yaml").parent.mkdir(parents=True, exist_ok=True)
             (where / "no-traits.yaml").write_text(NO_TRAITS)
-            return run(host(where, f"{name}-node", self.healthy(name)), "--partial", "-k",
+            return run(host(where, f"{node(name)}", self.healthy(name)), "--partial", "-k",
                        "p2p_bandwidth or ecc or row_remap or nccl_transport",
                        profile=str(where / "no-traits.yaml"),
                        files=("acceptance/test_gpu_health.py", "acceptance/test_interconnect.py"))
@@ -555,10 +588,10 @@ class Runs:
                 gpus = rec["sysinfo"]["nvidia"]["gpus"]
                 rec["p2p"] = p2p(profiles.load(name), gpus, by_criterion(self.two), links=6)
                 rec["p2p"]["unidirectional"]["3-1"] = 100.0
-            return run(host(where, f"{name}-node", rec), "--partial", "-k", "p2p",
+            return run(host(where, f"{node(name)}", rec), "--partial", "-k", "p2p",
                        files=("acceptance/test_interconnect.py",))
         rec, hurt = fault(name, self.healthy(name))
-        inv = host(where, f"{name}-node", rec)
+        inv = host(where, f"{node(name)}", rec)
         if kind == "no-mem-max":  # the T.Limit-only H100 by a profile asking no memory maximum: its
             # thermal thresholds only (the HBM and P2P faults are there, not judged)
             (where / "no-mem-max.yaml").write_text(NO_MEM_MAX)
@@ -575,6 +608,7 @@ class Runs:
 
 # The runs each test reads: (kind, class); None: the test's `name` parameter.
 NEEDS = {"test_recorded_healthy_host_passes_the_whole_sheet": [("sheet", None)],
+         "test_recorded_healthy_slice_passes_the_whole_sheet": [("sheet", None)],
          "test_recorded_host_with_one_fault_per_measurement_fails_naming_it": [("faults", None)],
          "test_h100_tlimit_readings_only": [("faults", "h100-8x-nvlink")],
          "test_h100_tlimit_readings_give_the_absolute_thresholds": [("no-mem-max", "h100-8x-nvlink")],
@@ -583,8 +617,9 @@ NEEDS = {"test_recorded_healthy_host_passes_the_whole_sheet": [("sheet", None)],
          "test_recorded_pcie_pair_without_peer_access_fails_naming_it": [("peer-off", "a100-80gb-8x-pcie")],
          "test_recorded_h100_under_local_judges_each_gpu_by_its_own_readings": [
              ("local", "h100-8x-nvlink"), ("local-faults", "h100-8x-nvlink")],
-         "test_recorded_single_gpu_under_local_has_no_sibling_to_compare": [("local", "h200-1x")],
-         "test_recorded_h200_4x_board_with_nv6_links_is_judged_by_its_own_links": [("nv6", "h200-4x-nvlink")],
+         "test_recorded_single_gpu_under_local_has_no_sibling_to_compare": [("local", "h200-8x-nvlink@1")],
+         "test_recorded_h200_4x_board_with_nv6_links_is_judged_by_its_own_links": [
+             ("nv6", "h200-8x-nvlink@4")],
          "test_recorded_gb200_named_graphics_device_is_picked_by_pci_id": [("generic-name", "gb200-nvl72")],
          "test_recorded_blackwell_faults_fail_naming_gpu_and_cause": [("faults", "b200-8x-nvlink"),
                                                                       ("faults", "gb200-nvl72"),
@@ -594,7 +629,9 @@ NEEDS = {"test_recorded_healthy_host_passes_the_whole_sheet": [("sheet", None)],
                                                            ("no-traits", "rtx4090-8x-pcie")],
          "test_recorded_export_class_faults_fail_naming_gpu_and_cause": [
              ("faults", "h20-8x-nvlink"), ("faults", "l20-8x-pcie"), ("faults", "h800-8x-nvlink"),
-             ("faults", "a800-80gb-8x-nvlink")]}
+             ("faults", "a800-80gb-8x-nvlink")],
+         "test_recorded_rtxpro6000_judges_bar1_and_uvm_hmm": [("sheet", "rtxpro6000-8x-pcie"),
+                                                               ("faults", "rtxpro6000-8x-pcie")]}
 
 
 @pytest.fixture(scope="module")
@@ -621,7 +658,7 @@ ONE_HOST = {"nic_link", "net_pair_bandwidth", "multinode_allreduce", "multinode_
             "multinode_alltoall_busbw", "rail_alltoall_busbw", "multinode_collectives_correct",
             "multinode_allgather_busbw", "multinode_reduce_scatter_busbw", "multinode_sendrecv_busbw",
             "train_scaling_nodes", "train_transport", "mnnvl_allreduce", "version_parity", "host_unique",
-            "gpu_nic_affinity"}
+            "gpu_nic_affinity", "memlock"}  # memlock: judged beside RDMA devices (none recorded)
 ONE_GPU = {"hbm_uniformity", "allreduce_busbw", "allreduce_correct", "p2p_bandwidth", "p2p_uniformity",
            "gpu_topology", "nccl_transport", "soak_gemm_straggler", "train_scaling_host",
            "allgather_busbw", "reduce_scatter_busbw", "alltoall_busbw", "sendrecv_busbw",
@@ -645,6 +682,8 @@ def expected_na(name: str) -> set[str]:
         na |= {"ecc_enabled", "ecc_uncorrectable", "row_remap"}
     if c.get("thermal", {}).get("no_memory_sensor"):
         na.add("soak_mem_temp")
+    na |= {c for c, k in (("bar1_size", "large_bar"), ("uvm_hmm", "uvm_disable_hmm"))
+           if not prof.hardware.get(k)}  # host setups only RTX PRO 6000 needs (issue 52)
     if prof.hardware.get("host_link") == "c2c":  # Grace trays: NVLink-C2C, no PCIe link to the host
         na.add("pcie_link")
     na |= fabric_fake.not_applicable(prof)  # no NVLink fabric, or one tray of a rack's domain
@@ -655,7 +694,7 @@ def expected_na(name: str) -> set[str]:
 
 
 def test_every_shipped_class_has_a_recorded_host():
-    assert sorted(CLASSES) == sorted(shipped())
+    assert sorted(k for k in CLASSES if slices.SEP not in k) == sorted(shipped())
 
 
 @pytest.mark.parametrize("name", shipped())
@@ -676,6 +715,8 @@ def test_recorded_healthy_host_passes_the_whole_sheet(runs, name):
     for crit, r in res.items():
         if crit in want_error:
             assert r["status"] == "ERROR" and prof.uncalibrated[crit] in r["message"], r
+        elif prof.slice_of and crit in ("nvlink_fabric", "nic_link"):  # the server's fabric manager and
+            assert r["status"] in ("N.A.", "UNSEEN"), r  # ports: outside a slice, never PASS
         else:
             assert r["status"] == ("N.A." if crit in expected_na(name) else "PASS"), r
     assert not want_error, f"{name} leaves {sorted(want_error)} uncalibrated: its healthy host cannot PASS"
@@ -685,18 +726,68 @@ def test_recorded_healthy_host_passes_the_whole_sheet(runs, name):
     assert doc["verdict"] == "PASS" and rc == 0, out
 
 
+@pytest.mark.parametrize("name", SLICE_SHEETS)
+def test_recorded_healthy_slice_passes_the_whole_sheet(runs, name):
+    """Issue 52: N GPUs of an 8x class (the 1- and 2-GPU H100 VM, 4 of 8 L40S): --profile auto
+    picks the slice <class>@N (no profile of N GPUs exists), and the whole sheet PASSes as on
+    the class's own host: every figure judged against the slice's thresholds, none left
+    uncalibrated, no check for ports, NVLink fabric or NVLS the slice does not have."""
+    test_recorded_healthy_host_passes_the_whole_sheet(runs, name)
+    _, doc, _ = runs("sheet", name)
+    assert doc["meta"]["profile_pick"].startswith(f"auto: picked {name} from the hosts' NVML"), doc["meta"]
+
+
+@functools.cache
+def class_profiles() -> list:
+    return [p for p in (profiles.load(n) for n in profiles.available()) if not p.abstract and p.gpu_required]
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("name", [k for k in shipped() if CLASSES[k]["count"] == 8])
+def test_every_8x_class_has_1_2_4_gpu_slices_picked_and_judged(name, n):
+    """In-process, every 8x class at 1, 2 and 4 GPUs of its model (its recorded readings): no
+    class of that count matches, so --profile auto's slice step picks <class>@N alone; every
+    criterion the class's host judges has a threshold on the slice too (none uncalibrated the
+    class calibrates); each count-dependent figure recorded at MARGIN x the slice's floor
+    passes, at floor / MARGIN fails."""
+    c, full = CLASSES[name], profiles.load(name)
+    hw = {"gpu_model": c["name"], "gpu_count": n, "nvlink": n > 1 and c["nvlinks"] > 0,
+          "pci_device_id": c.get("pci_id")}
+    classes = class_profiles()
+    assert [p.name for p in classes if not profiles.matches(p, hw)] == []
+    found, tried = slices.candidates(hw, classes)
+    assert [s.name for s in found] == [f"{name}@{n}"] and not tried, tried
+    s = found[0]
+    assert (s.slice_of, s.full_count, s.hardware["gpu_count"], s.hardware["nvlink_fabric"]) == \
+        (name, 8, n, False)
+    assert set(full.criteria) <= set(s.criteria) and set(s.uncalibrated) <= set(full.uncalibrated)
+    for crit in ("allreduce_busbw", "train_scaling_host", "p2p_bandwidth"):
+        t = s.criteria.get(crit)
+        if t is None:
+            assert crit in full.uncalibrated, crit
+            continue
+        assert t.ok(round(t.value * MARGIN, 3)) and not t.ok(round(t.value / MARGIN, 3)), (crit, t)
+        if n > 1 and crit != "p2p_bandwidth" and t.value != full.criteria[crit].value:
+            home = s.origins[crit]["min"]  # the slice rule, stated, or the class file's measured figure
+            assert (home == slices.RULE and t.provisional.startswith("derived: ")) or \
+                home.endswith(f"{name}.yaml slices.{n}"), (home, t)
+
+
 # The fault runs on one class of each shape: 1 GPU, 2 NVLink GPUs, 8 NVLink GPUs, 8 PCIe GPUs
 # (a P2P figure derived from PCIe Gen4 pair copies), the L40S (the whole sheet runs on every class);
 # every Blackwell class (issue 43: at least one fault each), the 4-GPU Grace trays among them
-FAULT_CLASSES = ["h200-1x", "h200-2x-nvlink", "h100-8x-nvlink", "a100-80gb-8x-pcie", "l40s-8x-pcie",
+FAULT_CLASSES = ["h200-8x-nvlink@1", "h100-8x-nvlink@2", "h100-8x-nvlink", "a100-80gb-8x-pcie",
+                 "l40s-8x-pcie",
                  "b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72", "gb300-nvl72",
                  # the export and consumer classes (issue 46): every one, a class trait's fault each
                  "h20-8x-nvlink", "h20-3e-8x-nvlink", "h800-8x-nvlink", "a800-80gb-8x-nvlink",
-                 "rtx4090-8x-pcie", "l20-8x-pcie"]
+                 "rtx4090-8x-pcie", "l20-8x-pcie",
+                 # issue 52: RTX PRO 6000 and the two host setups it breaks without
+                 "rtxpro6000-8x-pcie"]
 
 
 def test_the_fault_classes_are_shipped_and_of_every_shape():
-    assert set(FAULT_CLASSES) <= set(shipped())
+    assert {slices.split(n)[0] for n in FAULT_CLASSES} <= set(shipped())  # a class, or N GPUs of one
     counts = {CLASSES[n]["count"] for n in FAULT_CLASSES}
     assert counts == {1, 2, 4, 8}
     assert any(profiles.load(n).hardware.get("interconnect") == "pcie" for n in FAULT_CLASSES)
@@ -719,16 +810,20 @@ def test_recorded_host_with_one_fault_per_measurement_fails_naming_it(runs, name
                f"{prof.criteria['nic_rate'].value:g} Gb/s" in r["message"], r["message"]
     r = res["hbm_bandwidth"]
     assert r["status"] == "FAIL", r
-    for text in (f"{name}-node: GPU {g} (the slowest)", f"= {hurt['hbm']} TB/s",
+    for text in (f"{node(name)}: GPU {g} (the slowest)", f"= {hurt['hbm']} TB/s",
                  f"expected >= {prof.criteria['hbm_bandwidth'].value} TB/s"):
         assert text in r["message"], r["message"]
+    if "allreduce" in hurt:  # a slice's all-reduce below the slice's floor (not the class's)
+        r, t = res["allreduce_busbw"], prof.criteria["allreduce_busbw"]
+        assert r["status"] == "FAIL" and r["measured"] == hurt["allreduce"], r
+        assert f"expected >= {t.value:g} GB/s" in r["message"] and f"({name}, source: " in r["message"], r
     r = res["hbm_uniformity"]
     if CLASSES[name]["count"] == 1:
         assert r["status"] == "N.A." and "has one GPU" in r["message"], r
         assert {res[c]["status"] for c in ("p2p_bandwidth", "p2p_uniformity")} == {"N.A."}
         return
     assert r["status"] == "FAIL", r
-    assert f"{name}-node: GPU {g} {hurt['hbm']} TB/s = {hurt['hbm_ratio']} x the host's median" \
+    assert f"{node(name)}: GPU {g} {hurt['hbm']} TB/s = {hurt['hbm_ratio']} x the host's median" \
         in r["message"], r["message"]
     assert r["message"].count(" TB/s = ") == 1, r["message"]  # that GPU alone
     i, j = hurt["pair"].split("-")
@@ -741,7 +836,7 @@ def test_recorded_host_with_one_fault_per_measurement_fails_naming_it(runs, name
         t = prof.criteria["p2p_bandwidth"]
         assert r["status"] == "FAIL", r
         # 0.75 of a healthy pair: beyond max_spread of the floor, final at once (issue 51 item 16)
-        assert f"{name}-node: {slow}: {hurt['p2p']:g} GB/s < {t.value:g}; slowest pair measured once: " \
+        assert f"{node(name)}: {slow}: {hurt['p2p']:g} GB/s < {t.value:g}; slowest pair measured once: " \
             in r["message"], r["message"]
         assert r["message"].count("\u2192") == 1, r["message"]  # that pair alone
     r = res["p2p_uniformity"]
@@ -749,7 +844,7 @@ def test_recorded_host_with_one_fault_per_measurement_fails_naming_it(runs, name
         assert r["status"] == "PASS" and r["measured"] == round(hurt["p2p_ratio"], 3), r
         return
     assert r["status"] == "FAIL", r
-    assert f"{name}-node: slow pair {slow} {hurt['p2p']:g} GB/s vs host median" in r["message"], r["message"]
+    assert f"{node(name)}: slow pair {slow} {hurt['p2p']:g} GB/s vs host median" in r["message"], r["message"]
     assert r["message"].count("\u2192") == 1, r["message"]
 
 
@@ -834,11 +929,11 @@ def test_recorded_h200_4x_board_with_nv6_links_is_judged_by_its_own_links(runs):
     0.74 x 6 x 25 GB/s = 122.1 GB/s, which the NVSwitch board's 335 GB/s mark would FAIL, PASSes
     its own links' floor (111 GB/s); GPU3 -> GPU1 at 100 GB/s FAILs, named with the rule
     (p2p_uniformity: 100 / 122.1 = 0.82 of the median, within policy)."""
-    _, doc, out = runs("nv6", "h200-4x-nvlink")
+    _, doc, out = runs("nv6", "h200-8x-nvlink@4")
     res = by_criterion(doc)
     r = res["p2p_bandwidth"]
     assert r["status"] == "FAIL", r
-    assert "h200-4x-nvlink-node: GPU3\u2192GPU1: 100 GB/s < 111 (0.74 x NV6: 6 x 25 GB/s = 150 GB/s)" \
+    assert "h200-8x-nvlink-at4-node: GPU3\u2192GPU1: 100 GB/s < 111 (0.74 x NV6: 6 x 25 GB/s = 150 GB/s)" \
         in r["message"], r["message"]
     assert r["message"].count("\u2192") == 1, r["message"]
     assert "expected every GPU pair >= 0.74 x its link rate, one way (NV6: 6 x 25 GB/s: >= 111 GB/s)" \
@@ -889,7 +984,7 @@ def test_recorded_single_gpu_under_local_has_no_sibling_to_compare(runs):
     """One H200 alone under --profile local: the rules that compare a GPU with others of its
     model have none: thermal_thresholds and soak_gemm_tflops are N.A. saying so (never a PASS);
     power_limit (its own default) and host_link_bandwidth (its own Gen5 x16 link) PASS."""
-    _, doc, out = runs("local", "h200-1x")
+    _, doc, out = runs("local", "h200-8x-nvlink@1")
     res = by_criterion(doc)
     for crit, text in (("thermal_thresholds", "no two GPUs of one model to compare"),
                        ("soak_gemm_tflops", "no other GPU of that model in the run")):
@@ -1013,3 +1108,27 @@ def test_recorded_export_class_faults_fail_naming_gpu_and_cause(runs):
     assert "a800-80gb-8x-nvlink-node: GPU 4 slowdown" in r["message"], r
     assert "its model's highest" in r["message"], r
     assert r["message"].count("GPU ") == 1, r["message"]
+
+
+def test_recorded_rtxpro6000_judges_bar1_and_uvm_hmm(runs):
+    """Issue 52: 8x RTX PRO 6000 Blackwell Server Edition, the two host setups it breaks without.
+    Healthy (BAR1 98304 MiB over 97887 MiB of memory, uvm_disable_hmm Y): both PASS. Faulted:
+    GPU 3's BAR1 at 256 MiB FAILs bar1_size naming that GPU, its BAR1 and memory and the BIOS
+    cause; HMM left on (N) FAILs uvm_hmm naming the modprobe option."""
+    _, doc, out = runs("sheet", "rtxpro6000-8x-pcie")
+    res = by_criterion(doc)
+    assert res["bar1_size"]["status"] == "PASS" and res["bar1_size"]["measured"] == 1.004, res["bar1_size"]
+    assert res["uvm_hmm"]["status"] == "PASS" and res["uvm_hmm"]["measured"] == "Y", res["uvm_hmm"]
+    _, doc, out, hurt = runs("faults", "rtxpro6000-8x-pcie")
+    res, node = by_criterion(doc), "rtxpro6000-8x-pcie-node"
+    r = res["bar1_size"]
+    assert r["status"] == "FAIL", r
+    for text in (f"{node}: GPU {hurt['bar1_gpu']} BAR1 256 MiB < 1 x its memory 97887 MiB",
+                 "likely cause: large BAR / Resizable BAR off in the BIOS: P2P is crippled"):
+        assert text in r["message"], r["message"]
+    assert not any(f"GPU {i} BAR1" in r["message"] for i in (0, 1, 2, 4, 5, 6, 7)), r["message"]
+    r = res["uvm_hmm"]
+    assert r["status"] == "FAIL", r
+    for text in (f"{node}: nvidia_uvm uvm_disable_hmm = N", "expected == Y",
+                 "likely cause: NCCL P2P locks up on this card: set `options nvidia_uvm uvm_disable_hmm=1`"):
+        assert text in r["message"], r["message"]

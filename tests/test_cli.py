@@ -90,7 +90,7 @@ def test_bad_profile_names_file_and_key(tmp_path):
 
 
 def test_unknown_profile_lists_the_known_ones():
-    _one_clear_message(run("--profile", "b200-72x"), "b200-72x", "h200-4x-nvlink")
+    _one_clear_message(run("--profile", "b200-72x"), "b200-72x", "h200-8x-nvlink")
 
 
 def test_bad_inventory_names_file_and_key(tmp_path):

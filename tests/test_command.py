@@ -44,7 +44,7 @@ def test_the_clone_is_the_sheet():
 
 def test_list_profiles_shows_classes_and_their_bases(capsys):
     rc, out, _ = main(capsys, "list", "profiles")
-    names = [ln.split()[0] for ln in out.splitlines()]
+    names = [ln.split()[0] for ln in out.splitlines() if not ln.startswith(" ")]  # less slices' lines
     shipped = sorted(p.stem for p in (ROOT / "thresholds").glob("*.yaml"))
     abstract = [n for n in shipped
                 if re.search(r"(?m)^abstract: true", (ROOT / f"thresholds/{n}.yaml").read_text())]
@@ -54,7 +54,8 @@ def test_list_profiles_shows_classes_and_their_bases(capsys):
     assert based == set(abstract), based
     assert re.search(r"(?m)^a100-8x-nvlink .*\[class base: --profile a100-8x-nvlink picks "
                      r"a100-40gb-8x-nvlink or a100-80gb-8x-nvlink by the hosts' NVML\]$", out)
-    assert re.search(r"(?m)^h200-1x +1x NVIDIA H200 \(single-GPU machine\)  \[1 x NVIDIA H200", out)
+    assert re.search(r"(?m)^h200-8x-nvlink +8x NVIDIA H200 SXM with NVSwitch .*\[8 x NVIDIA H200, "
+                     r"interconnect nvlink\]\n +slices: h200-8x-nvlink@1 \.\. @7 ", out)  # N of its GPUs
     # the Blackwell classes (issue 43), the Grace trays with their C2C host link and NVLink domain
     assert {"b200-8x-nvlink", "b300-8x-nvlink", "gb200-nvl72", "gb300-nvl72"} <= set(names)
     assert re.search(r"(?m)^gb200-nvl72 .*\[4 x NVIDIA GB200, interconnect nvlink, host link NVLink-C2C, "
@@ -72,7 +73,7 @@ def test_list_checks_is_the_sheet_with_thresholds(capsys):
     assert re.search(r"(?m)^storage_read_aggregate +storage +acceptance/test_storage\.py +once, all hosts "
                      r"at once$", out)
     assert re.search(r"(?m)^gpu_model +gpu +acceptance/test_gpu_health\.py +per host$", out)
-    rc, out, _ = main(capsys, "list", "checks", "--profile", "h200-1x")
+    rc, out, _ = main(capsys, "list", "checks", "--profile", "h200-8x-nvlink@1")
     rows = {ln.split()[0]: ln for ln in out.splitlines()}
     assert "p2p_bandwidth >= 335 GB/s (source: Azure/azurehpc-health-checks" in rows["p2p_bandwidth"]
     assert rows["gpu_count"].endswith("hardware.gpu_count: 1")
@@ -348,9 +349,11 @@ def test_clean_names_a_host_it_cannot_reach(tmp_path):
 
 
 def test_make_accept_calls_the_command():
-    p = subprocess.run(["make", "-n", "accept", "PROFILE=h200-1x", "HOSTS=node[01-02]", "ARGS=--partial -x"],
+    p = subprocess.run(["make", "-n", "accept", "PROFILE=h200-8x-nvlink@1", "HOSTS=node[01-02]",
+                        "ARGS=--partial -x"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert ".venv/bin/signoff run --profile h200-1x  --hosts node[01-02] --partial -x" in p.stdout, p.stdout
+    assert ".venv/bin/signoff run --profile h200-8x-nvlink@1  --hosts node[01-02] --partial -x" in p.stdout, \
+        p.stdout
 
 
 def test_readme_hardware_table_is_the_shipped_profiles():

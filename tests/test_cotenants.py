@@ -204,7 +204,7 @@ def test_soak_fake_nvml_cotenant_mid_soak_is_named_not_blamed_on_cooling(tmp_pat
     hog = detached(tmp_path, "gemm_hog", clean)
     rd = tmp_path / "report"
     prof = tmp_path / "h200-2x-fast.yaml"  # samples every 0.5 s: enough of 10 s to judge clocks
-    prof.write_text("extends: h200-2x-nvlink\nsoak: {interval: 0.5}\n")
+    prof.write_text("extends: h200-8x-nvlink@2\nsoak: {interval: 0.5}\n")
     try:
         p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_soak.py",
                             "acceptance/test_health.py::test_thermal_margin", "--partial",
@@ -340,7 +340,7 @@ def test_recorded_h200_hbm_copies_beside_another_process_error_naming_it(tmp_pat
     py.write_text(py.read_text().replace("\nexec ", f'\n[ "$1" = hbm.py ] && exec cat {hbm}\nexec ', 1))
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_health.py", "-k", "hbm", "--partial",
-                        "--inventory", str(inv), "--profile", "h200-2x-nvlink", "--report-dir", str(rd),
+                        "--inventory", str(inv), "--profile", "h200-8x-nvlink@2", "--report-dir", str(rd),
                         "-p", "no:cacheprovider", *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True,
                        timeout=900)
     res = {r["criterion"]: r for r in load_results(rd / "results.json")["results"]}

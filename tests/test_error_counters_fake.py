@@ -89,7 +89,7 @@ def test_fake_nvml_blackwell_reads_nvlink5_field_counters(tmp_path, monkeypatch)
     assert not [k for k in doc["not_read"] if "NVLink 17" in k]  # said once a GPU, not per link
 
 
-def run_check(tmp_path, monkeypatch, nv, grow, profile="h200-2x-nvlink") -> dict:
+def run_check(tmp_path, monkeypatch, nv, grow, profile="h200-8x-nvlink@2") -> dict:
     """The recorded H200 pair, its start and end snapshots the fake NVML's, `grow(nv)` between."""
     probe = sysinfo_probe(monkeypatch, tmp_path / "sys")
     start = snapshot(probe, nv)
@@ -118,7 +118,7 @@ def test_error_counters_fake_nvlink_replay_and_ecc_growth_fail_naming_gpu_and_li
 
 def test_error_counters_fake_ecc_growth_within_the_profiles_allowance_passes_saying_so(tmp_path, monkeypatch):
     prof = tmp_path / "allow.yaml"
-    prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  error_counter_growth: {max: 5, unit: errors, "
+    prof.write_text("extends: h200-8x-nvlink@2\ncriteria:\n  error_counter_growth: {max: 5, unit: errors, "
                     "counters: [ecc_corrected], source: 'test: a site that tolerates corrected ECC'}\n")
 
     def grow(nv):
@@ -160,7 +160,7 @@ def test_gpu_counter_growth_judges_each_link_and_the_allowance():
 @pytest.mark.parametrize("counters", [["ecc_uncorrected"], ["nvlink_bogus"], []])
 def test_error_counter_growth_refuses_uncorrected_ecc_and_unknown_counters(tmp_path, counters):
     prof = tmp_path / "bad.yaml"
-    prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  error_counter_growth: {max: 5, unit: errors, "
+    prof.write_text("extends: h200-8x-nvlink@2\ncriteria:\n  error_counter_growth: {max: 5, unit: errors, "
                     f"counters: {json.dumps(counters)}, source: test}}\n")
     with pytest.raises(InputError, match="uncorrected ECC error is never allowed"):
         profiles.load(str(prof))

@@ -58,7 +58,7 @@ def recorded_inventory(tmp_path: Path, facts: dict) -> Path:
     return inv
 
 
-def run(tmp_path: Path, inv: Path, *args: str, profile="h200-2x-nvlink") -> dict:
+def run(tmp_path: Path, inv: Path, *args: str, profile="h200-8x-nvlink@2") -> dict:
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", *(args or ["acceptance/test_gpu_health.py"]),
                         "--partial", "--inventory", str(inv), "--profile", profile,
@@ -121,7 +121,7 @@ def test_recorded_h200_with_one_fault_fails(tmp_path, inject, criterion, text):
 def test_missing_gemm_figure_is_an_error_not_na(tmp_path):
     """A class without a sustained GEMM figure ERRORs, saying which figure is missing."""
     prof = tmp_path / "nogemm.yaml"
-    prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  soak_gemm_tflops: null\n")
+    prof.write_text("extends: h200-8x-nvlink@2\ncriteria:\n  soak_gemm_tflops: null\n")
     res = run(tmp_path, faulty_h200(tmp_path, lambda g0, g1: None),
               "acceptance/test_soak.py", "-k", "gemm_tflops", profile=str(prof))
     r = res["soak_gemm_tflops"]
@@ -280,7 +280,7 @@ def test_recorded_h200_under_a_profile_without_a_power_figure_errors_naming_it(t
     """The recorded (healthy) 2x H200 judged by a profile whose power figure is dropped
     (`power_limit: null`): power_limit ERRORs naming the missing threshold, never a pass."""
     prof = tmp_path / "nopower.yaml"
-    prof.write_text("extends: h200-2x-nvlink\ncriteria: {power_limit: null}\n")
+    prof.write_text("extends: h200-8x-nvlink@2\ncriteria: {power_limit: null}\n")
     res = run(tmp_path, faulty_h200(tmp_path, lambda g0, g1: None), "acceptance/test_gpu_health.py",
               "-k", "power_limit", "--lock-wait", "300", profile=str(prof))
     assert res["power_limit"]["status"] == "ERROR", res["power_limit"]
@@ -323,7 +323,7 @@ def test_recorded_h200_allreduce_on_fewer_gpus_errors_keeping_its_rows(tmp_path)
     rest = py.read_text().split("\n", 1)[1]
     py.write_text(f'#!/bin/bash\n[ "$1" = allreduce.py ] && exec cat {doc}\n{rest}')
     r = run(tmp_path, inv, "acceptance/test_interconnect.py", "-k", "allreduce_busbw", "--lock-wait", "300",
-            profile="h200-2x-nvlink")["allreduce_busbw"]
+            profile="h200-8x-nvlink@2")["allreduce_busbw"]
     assert r["status"] == "ERROR", r
     assert "all-reduce ran on 1 of the 2 GPUs" in r["message"]
     assert r["details"]["rows"] == rec["details"]["rows"] and r["details"]["local_ranks"] == 1

@@ -21,7 +21,7 @@ def test_recorded_h200_with_another_process_on_gpu1_is_reported(tmp_path):
     inv = recorded_inventory(tmp_path, facts)
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_gpu_health.py", "--partial",
-                        "--inventory", str(inv), "--profile", "h200-2x-nvlink", "--report-dir", str(rd),
+                        "--inventory", str(inv), "--profile", "h200-8x-nvlink@2", "--report-dir", str(rd),
                         "-p", "no:cacheprovider", *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
     line = ("GPUs in use on gpunode before measuring: GPU 1: pid 4242 (python3, 30000 MiB): its GPU "

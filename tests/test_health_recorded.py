@@ -34,7 +34,7 @@ def recorded_host(tmp_path: Path, env: dict | None = None, inject=lambda g0, g1:
     return inv
 
 
-def judged(tmp_path: Path, inv: Path, *args: str, profile="h200-2x-nvlink") -> dict:
+def judged(tmp_path: Path, inv: Path, *args: str, profile="h200-8x-nvlink@2") -> dict:
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_health.py", *args, "--partial",
                         "--inventory", str(inv), "--profile", profile, "--report-dir", str(rd),
@@ -63,9 +63,9 @@ def recorded_log(path: Path, now: float, lines=XID_LOG) -> Path:
 
 
 def boot_window(tmp_path: Path) -> str:
-    """h200-2x-nvlink judging XIDs over this boot: a machine's uptime is not the test's to choose."""
+    """h200-8x-nvlink@2 judging XIDs over this boot: a machine's uptime is not the test's to choose."""
     prof = tmp_path / "boot.yaml"
-    prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  xid_fatal: {max: 0, window: boot, "
+    prof.write_text("extends: h200-8x-nvlink@2\ncriteria:\n  xid_fatal: {max: 0, window: boot, "
                     "codes: [48, 63, 64, 74, 79, 92, 94, 95], unit: XIDs, source: 'as nvidia-base'}\n")
     return str(prof)
 
@@ -181,7 +181,7 @@ def test_error_counters_run_after_every_other_check(tmp_path):
     inv = recorded_host(tmp_path)
     rd = tmp_path / "report"
     subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--partial", "--inventory", str(inv),
-                    "--profile", "h200-2x-nvlink", "--report-dir", str(rd), "-p", "no:cacheprovider",
+                    "--profile", "h200-8x-nvlink@2", "--report-dir", str(rd), "-p", "no:cacheprovider",
                     "-k", "error_counters or gpu_model or version_parity", *LOCK_WAIT],
                    cwd=ROOT, capture_output=True, text=True, timeout=300)
     order = [r["criterion"] for r in load_results(rd / "results.json")["results"]]
@@ -263,7 +263,7 @@ def test_thermal_thresholds_of_an_l40s_judge_what_it_reports(tmp_path):
     def l40s(g0, g1):
         g0["thermal"], g1["thermal"] = l40s_thermal(), l40s_thermal()
     prof = tmp_path / "l40s-like.yaml"
-    prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  thermal_slowdown: {min: 89, shutdown: 92, "
+    prof.write_text("extends: h200-8x-nvlink@2\ncriteria:\n  thermal_slowdown: {min: 89, shutdown: 92, "
                     "gpu_max: 87, mem_max: null, unit: C, source: 'thamada/nvidia-smi gls/L40S_smi.py'}\n")
     r = judged(tmp_path, recorded_host(tmp_path, inject=l40s), "-k", "thermal_thresholds",
                profile=str(prof))["thermal_thresholds"]
@@ -271,7 +271,7 @@ def test_thermal_thresholds_of_an_l40s_judge_what_it_reports(tmp_path):
     assert r["details"]["0"]["shutdown"] == [92, "T.Limit 87 C minus offset -5 C"]
     assert r["details"]["0"]["mem_max"] == [None, "unreadable"]
     r = judged(tmp_path, recorded_host(tmp_path, inject=l40s), "-k", "thermal_thresholds")
-    r = r["thermal_thresholds"]  # h200-2x-nvlink asks mem_max 95: unreadable, so never a pass
+    r = r["thermal_thresholds"]  # h200-8x-nvlink@2 asks mem_max 95: unreadable, so never a pass
     assert r["status"] == "ERROR"
     assert "no temperature threshold for GPU 0 mem_max, GPU 1 mem_max" in r["message"]
 
@@ -370,7 +370,7 @@ def test_gpu_nic_relations_read_from_a_recorded_sysfs(tmp_path, monkeypatch):
     assert topo["peermem"] is False
 
 
-def affinity(tmp_path, monkeypatch, peermem: bool, profile="h200-2x-nvlink") -> dict:
+def affinity(tmp_path, monkeypatch, peermem: bool, profile="h200-8x-nvlink@2") -> dict:
     topo = sysinfo_probe(monkeypatch, fake_sysfs(tmp_path / "sys")).gpu_nic(GPUS)
     monkeypatch.delenv("SIGNOFF_SYSFS")
     inv = recorded_host(tmp_path)
@@ -393,7 +393,7 @@ def test_gpu_nic_affinity_without_gpudirect_fails(tmp_path, monkeypatch):
 
 def test_gpu_nic_affinity_rail_alignment_fails_the_gpu_without_a_near_nic(tmp_path, monkeypatch):
     prof = tmp_path / "rails.yaml"
-    prof.write_text("extends: h200-2x-nvlink\ncriteria:\n  gpu_nic_affinity: {max: 2, unit: 'level (PXB)', "
+    prof.write_text("extends: h200-8x-nvlink@2\ncriteria:\n  gpu_nic_affinity: {max: 2, unit: 'level (PXB)', "
                     "source: 'this test: every GPU a NIC on its PCIe switch'}\n")
     r = affinity(tmp_path, monkeypatch, peermem=True, profile=str(prof))
     assert r["status"] == "FAIL", r["message"]

@@ -117,13 +117,13 @@ def test_parity_fails_the_odd_host_and_dead_host_errors(lab, tmp_path):
 
 def test_gpu_profile_fails_gpu_less_hosts(lab, tmp_path):
     inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), ["lab1"])
-    rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "h200-2x-nvlink")
+    rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "h200-8x-nvlink@2")
     assert rc == 1
     r = by_key(res)
     for crit in ("gpu_count", "ecc_enabled", "nvidia_driver_version", "pcie_link"):
         assert r[(crit, "lab1")]["status"] == "FAIL", r[(crit, "lab1")]
         assert "lab1: no NVIDIA GPU" in r[(crit, "lab1")]["message"]
-        assert "h200-2x-nvlink" in r[(crit, "lab1")]["message"]
+        assert "h200-8x-nvlink@2" in r[(crit, "lab1")]["message"]
 
 
 def test_wrong_class_profile_runs_no_heavy_measurement(lab, tmp_path):

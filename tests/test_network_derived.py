@@ -17,8 +17,8 @@ from signoff.network.run import Network
 from signoff.training import judge as train
 
 DERIVED = ("nic_rate", "net_pair_bandwidth", "multinode_allreduce_busbw", "train_scaling_nodes")
-NO_NIC = ("a100-40gb-8x-pcie", "a100-80gb-8x-pcie", "l40s-8x-pcie", "h200-1x", "h200-2x-nvlink",
-          "h200-4x-nvlink", "local")
+NO_NIC = ("a100-40gb-8x-pcie", "a100-80gb-8x-pcie", "l40s-8x-pcie", "h200-8x-nvlink@1", "h200-8x-nvlink@2",
+          "h200-8x-nvlink@4", "local")
 
 
 @pytest.mark.parametrize("name", NO_NIC)
@@ -85,7 +85,7 @@ def eth(mbps, state="up"):
             "infiniband": [], "tools": {"iperf3": True, "ib_write_bw": False}}
 
 
-def fleet_rate(docs: dict, name: str, profile="h200-1x", iface=None):
+def fleet_rate(docs: dict, name: str, profile="h200-8x-nvlink@1", iface=None):
     t = profiles.load(profile).threshold("nic_rate")
     ports = {h: net.nic_ports(d, iface or d["ethernet"][0]["name"], t.extra.get("fabric"))
              for h, d in docs.items()}
@@ -135,7 +135,7 @@ def test_most_common_rate_ties_go_to_the_higher():
 
 
 def test_fake_node_bound_is_the_lowest_nodes_min_of_intra_and_nics():
-    t = profiles.load("h200-2x-nvlink").threshold("multinode_allreduce_busbw")
+    t = profiles.load("h200-8x-nvlink@2").threshold("multinode_allreduce_busbw")
     bounds = {"n1": {"nics": net.node_nics(ib(400, 400), "ib0", nccl=True), "intra": 344.7},
               "n2": {"nics": net.node_nics(ib(400, 200), "ib0", nccl=True), "intra": 344.7}}
     got = net.node_bound_threshold(t, bounds)
@@ -201,13 +201,13 @@ def test_calibrate_turns_a_derived_threshold_into_the_measured_figure(tmp_path):
     pair = {"criterion": "net_pair_bandwidth", "host": "n1->n2", "status": "PASS", "measured": 0.97,
             "unit": "x line rate"}
     doc = {"meta": {"run": "r", "started": "2026-12-03T05:00:00", "hosts": ["n1", "n2"],
-                    "profile": "h200-1x"}, "hosts": {}, "results": [multi, pair]}
-    crit, _ = calibrate.calibrate(doc, profiles.load("h200-1x"), 0.9)
+                    "profile": "h200-8x-nvlink@1"}, "hosts": {}, "results": [multi, pair]}
+    crit, _ = calibrate.calibrate(doc, profiles.load("h200-8x-nvlink@1"), 0.9)
     got = crit["multinode_allreduce_busbw"]
     assert (got["min"], got["unit"]) == (39.6, "GB/s") and "the slowest 44 GB/s on all hosts" in got["source"]
     assert "derived" not in got and "derived" not in crit["net_pair_bandwidth"]
     p = tmp_path / "site.yaml"
-    p.write_text(yaml.safe_dump({"extends": "h200-1x", "criteria": crit}))
+    p.write_text(yaml.safe_dump({"extends": "h200-8x-nvlink@1", "criteria": crit}))
     site = profiles.load(str(p))
     assert site.threshold("multinode_allreduce_busbw").value == 39.6
     assert not site.threshold("net_pair_bandwidth").provisional

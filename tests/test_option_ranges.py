@@ -48,7 +48,7 @@ def check(pytestconfig, profile=None, **given):
 
 def test_defaults_pass(pytestconfig):
     check(pytestconfig)
-    check(pytestconfig, profile=profiles.load("h200-1x"))
+    check(pytestconfig, profile=profiles.load("h200-8x-nvlink@1"))
 
 
 @pytest.mark.parametrize("text, why", [
@@ -66,7 +66,7 @@ def test_a_soak_duration_out_of_range_is_refused_at_start(pytestconfig, text, wh
 @pytest.mark.parametrize("text", ["10s", "48h", "1h30m"])
 def test_a_soak_duration_in_range_passes(pytestconfig, text):
     check(pytestconfig, soak_duration=soak.duration_arg(text))
-    check(pytestconfig, profile=profiles.load("h200-4x-nvlink"), soak_duration=soak.duration_arg(text))
+    check(pytestconfig, profile=profiles.load("h200-8x-nvlink@4"), soak_duration=soak.duration_arg(text))
 
 
 def test_a_soak_duration_the_profiles_sampling_cannot_fill_names_both(pytestconfig, tmp_path):

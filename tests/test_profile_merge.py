@@ -104,7 +104,7 @@ def test_keys_that_qualify_the_limit_go_with_it(write):
     t = profiles.load(child).threshold("storage_read_aggregate")
     assert t.extra == {"per": "cluster", "runtime": 2}  # local's runtime, still
     # the class's thermal figures come from one source: a child's slowdown restates them
-    child = write("c3", "extends: h200-1x\ncriteria:\n  thermal_slowdown: "
+    child = write("c3", "extends: h200-8x-nvlink@1\ncriteria:\n  thermal_slowdown: "
                         "{min: 85, shutdown: 92, gpu_max: 85, unit: C, source: ours}\n")
     with pytest.raises(InputError, match="but not mem_max"):
         profiles.load(child)
@@ -128,7 +128,7 @@ def test_resolved_says_uncalibrated_dropped_and_fleet_min(write):
     why = profiles.resolved(profiles.load(site))["criteria"]["hbm_bandwidth"]
     assert list(why) == ["uncalibrated"] and why["uncalibrated"]["from"] == site
     child = write("c", """
-        extends: h200-1x
+        extends: h200-8x-nvlink@1
         fleet_min: 0.8
         criteria:
           hbm_bandwidth: null

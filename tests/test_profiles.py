@@ -64,7 +64,7 @@ def profiles_chain_files(p):
 
 
 def test_shipped_profiles_exist():
-    assert {"local", "nvidia-base", "h200-4x-nvlink", "a100-80gb-8x-nvlink"} <= set(
+    assert {"local", "nvidia-base", "h200-8x-nvlink", "a100-80gb-8x-nvlink"} <= set(
         profiles.available())
 
 
@@ -109,7 +109,7 @@ def test_a_typo_offers_no_class_base(write_profile, tmp_path):
     with pytest.raises(InputError) as exc:
         profiles.load("h200-4x-nvlnk")
     offered = str(exc.value).rsplit("profiles here: ", 1)[1].rstrip(")").split(", ")
-    assert "h200-4x-nvlink" in offered and "local" in offered
+    assert "h200-8x-nvlink" in offered and "local" in offered
     assert not {"nvidia-base", "a100-8x-nvlink", "a100-8x-pcie"} & set(offered)
     assert offered == [n for n in profiles.available() if not profiles.load(n).abstract]
 
@@ -198,14 +198,14 @@ def test_matches_explains_a_class_mismatch():
     why = profiles.matches(pcie, {"gpu_model": "NVIDIA L40S", "gpu_count": 4, "nvlink": True})
     assert why == ["4 GPUs where 8 are expected",
                    "NVLink present where a PCIe-only class is expected"]
-    assert profiles.matches(profiles.load("h200-4x-nvlink"), {**H200, "gpu_count": 4}) == []
+    assert profiles.matches(profiles.load("h200-8x-nvlink@4"), {**H200, "gpu_count": 4}) == []
     assert "no NVLink where NVLink is required" in profiles.matches(
-        profiles.load("h200-4x-nvlink"), {**H200, "gpu_count": 4, "nvlink": False})
+        profiles.load("h200-8x-nvlink@4"), {**H200, "gpu_count": 4, "nvlink": False})
 
 
 @pytest.mark.parametrize("hw, name", [
-    ({**H200, "gpu_count": 4}, "h200-4x-nvlink"),
-    ({**H200, "gpu_count": 2}, "h200-2x-nvlink"),
+    ({**H200, "gpu_count": 4}, "h200-8x-nvlink@4"),
+    ({**H200, "gpu_count": 2}, "h200-8x-nvlink@2"),
     ({**H200, "gpu_count": 8}, "h200-8x-nvlink"),
     ({"gpu_model": "NVIDIA A100-SXM4-80GB", "gpu_count": 8, "nvlink": True}, "a100-80gb-8x-nvlink"),
     ({"gpu_model": "NVIDIA A100-SXM4-40GB", "gpu_count": 8, "nvlink": True}, "a100-40gb-8x-nvlink"),
@@ -221,8 +221,8 @@ def test_auto_select(hw, name):
 
 
 def test_auto_select_no_match_is_an_error():
-    with pytest.raises(InputError, match=r"no profile in .* matches 3 x NVIDIA H200 \(NVLink\)"):
-        profiles.auto_select({**H200, "gpu_count": 3})
+    with pytest.raises(InputError, match=r"no profile in .* matches 16 x NVIDIA H200 \(NVLink\); pass"):
+        profiles.auto_select({**H200, "gpu_count": 16})  # more GPUs than a class: no slice either
 
 
 def test_auto_select_ambiguous_and_synthetic(write_profile, tmp_path):
@@ -269,7 +269,7 @@ def test_direction_and_quoted_versions_are_enforced(write_profile):
         profiles.load(str(ver))
 
 
-@pytest.mark.parametrize("name", ["h100-8x-nvlink", "h200-8x-nvlink", "h200-2x-nvlink", "h200-1x"])
+@pytest.mark.parametrize("name", ["h100-8x-nvlink", "h200-8x-nvlink", "h200-8x-nvlink@2", "h200-8x-nvlink@1"])
 def test_hopper_profiles_reject_an_old_driver(name):
     """Driver 470 (CUDA 11.4) cannot run an H100/H200 well, and passed the 450.80.02 floor."""
     p = profiles.load(name)
@@ -279,7 +279,7 @@ def test_hopper_profiles_reject_an_old_driver(name):
     assert p.threshold("nvidia_driver_version").ok("580.159.04")  # the recorded H200 machines
     assert not p.threshold("cuda_driver_version").ok("11.8")
     assert p.threshold("cuda_driver_version").ok("13.0")
-    assert (p.hardware["nvlinks"], p.hardware["pcie_gen"]) == (18, 5)
+    assert (p.hardware["nvlinks"], p.hardware["pcie_gen"]) == (None if name.endswith("@1") else 18, 5)
     assert p.threshold("power_limit").value == 700
     assert "8.5x" in (profiles.PROFILE_DIR / "nvidia-base.yaml").read_text()  # the aggregate's why
 
@@ -293,7 +293,7 @@ def test_hopper_profiles_reject_an_old_driver(name):
 ])
 def test_driver_is_judged_against_its_own_branch(version, ok, own):
     """The clustermax table's minimum per branch (clustermax.ai/minimum-versions.json)."""
-    t = profiles.load("h200-1x").threshold("nvidia_driver_version")
+    t = profiles.load("h200-8x-nvlink@1").threshold("nvidia_driver_version")
     assert t.extra["branches"] == ["535.309.01", "570.211.01", "580.159.03"]
     assert t.ok(version) is ok
     assert t.branch_minimum(version) == own
@@ -339,10 +339,152 @@ def test_a_threshold_that_cannot_fail_is_refused_naming_file_and_key(write_profi
 
 def test_an_aggregate_per_gpu_over_hosts_without_gpus_errors_naming_the_key(write_profile):
     from signoff.storage.judge import scaled
-    p = write_profile("pergpu", 'extends: h200-1x\ncriteria:\n  storage_read_aggregate: '
+    p = write_profile("pergpu", 'extends: h200-8x-nvlink@1\ncriteria:\n  storage_read_aggregate: '
                       '{min: 1, unit: GB/s, per: gpu, node_min: null, source: x}\n')
     t = profiles.load(str(p)).threshold("storage_read_aggregate")
     assert scaled(t, hosts=2, gpus=2).value == 2
     with pytest.raises(InputError, match=r"pergpu: criteria\.storage_read_aggregate\.per: gpu, but no host "
                                          r"of this run reports a GPU: the minimum would be 0 GB/s"):
         scaled(t, hosts=2, gpus=0)
+
+
+# ------------------------------------------------------------------ slices (issue 52)
+
+H100 = {"gpu_model": "NVIDIA H100 80GB HBM3"}
+
+
+def test_a_slice_is_n_gpus_of_its_class_with_their_hardware_and_figures():
+    """h100-8x-nvlink@N: N of the class's 8 GPUs, no NVLS nor fabric state; one GPU has no NVLink
+    to require; the all-reduce floor scaled by this project's ring figures (460 x 344.7 / 480.0 at
+    2, x 364.8 / 480.0 at 4), the training step's scaling bound recomputed at N, P2P as the
+    class's, the network judged by nvidia-base's derived rules, never the server's 8 NDR ports."""
+    full = profiles.load("h100-8x-nvlink")
+    one, two, four = (profiles.load(f"h100-8x-nvlink@{n}") for n in (1, 2, 4))
+    assert (full.slice_of, full.full_count) == ("", None)
+    for n, p in ((1, one), (2, two), (4, four)):
+        assert (p.name, p.slice_of, p.full_count, p.hardware["gpu_count"]) == (f"h100-8x-nvlink@{n}",
+                                                                               "h100-8x-nvlink", 8, n)
+        assert p.hardware["nvls"] is False and p.hardware["nvlink_fabric"] is False
+        assert p.description == f"{n} of the 8 GPUs of {full.description} (a slice)"
+        assert p.threshold("p2p_bandwidth").value == full.threshold("p2p_bandwidth").value
+        nic = p.threshold("nic_rate")
+        assert nic.extra.get("derived") == "fleet_rate" and "ports" not in nic.extra, nic
+        assert p.origins["nic_rate"]["min"].endswith("nvidia-base.yaml")
+        assert p.threshold("multinode_allreduce_busbw").extra["derived"] == "node_bound"
+    assert (one.hardware["interconnect"], one.hardware["nvlinks"]) == ("any", None)
+    assert (two.hardware["interconnect"], two.hardware["nvlinks"]) == ("nvlink", 18)
+    assert two.threshold("allreduce_busbw").value == 330.3 == round(460 * 344.7 / 480.0, 1)
+    assert four.threshold("allreduce_busbw").value == 349.6 == round(460 * 364.8 / 480.0, 1)
+    assert two.threshold("allreduce_busbw").extra == full.threshold("allreduce_busbw").extra  # size, sweep
+    rule = two.threshold("allreduce_busbw").provisional
+    assert "460 GB/s (the class's 8-GPU figure, NVLS on) x 344.7 / 480.0" in rule, rule
+    # F = 0.85 at M = 8: r = 0.9444; at 2: 0.9 / (1 + 0.0588 x (1 / 1.75) x (460 / 330.3)) = 0.86
+    t = two.threshold("train_scaling_host")
+    assert t.value == 0.86 and "B_M = 460, B_N = 330.3 GB/s" in t.provisional, t
+    assert two.origins["train_scaling_host"]["min"] == "signoff/slices.py rule"
+    # PCIe: the same all-reduce figure (a ring is bounded by its slowest link)
+    l40s = profiles.load("l40s-8x-pcie")
+    assert profiles.load("l40s-8x-pcie@4").threshold("allreduce_busbw").value == \
+        l40s.threshold("allreduce_busbw").value
+    digests = {profiles.digest(p) for p in (full, one, two, four)}
+    assert len(digests) == 4  # the thresholds differ, so do the digests
+
+
+def test_the_h200_slices_keep_their_measured_figures_from_the_class_file():
+    """The measured 2x and 4x H200 figures live in h200-8x-nvlink.yaml's slices: section and win
+    over the rule; show-profile names that section as their origin."""
+    two, four = profiles.load("h200-8x-nvlink@2"), profiles.load("h200-8x-nvlink@4")
+    assert (two.threshold("allreduce_busbw").value, two.threshold("p2p_bandwidth").value,
+            two.threshold("train_scaling_host").value) == (327.5, 372.7, 0.86)
+    assert (four.threshold("allreduce_busbw").value, four.threshold("train_scaling_host").value) == \
+        (346.5, 0.844)
+    assert four.threshold("p2p_bandwidth").extra["derived"] == "link_rate"
+    assert two.origins["allreduce_busbw"]["min"].endswith("thresholds/h200-8x-nvlink.yaml slices.2")
+    three = profiles.load("h200-8x-nvlink@3")  # not measured: the rule, 431 x 344.7 / 480.0
+    assert three.threshold("allreduce_busbw").value == 309.5
+
+
+@pytest.mark.parametrize("name, why", [
+    ("h100-8x-nvlink@8", r"profile h100-8x-nvlink@8: a slice of h100-8x-nvlink has 1 to 7 of its 8 GPUs"),
+    ("h100-8x-nvlink@0", r"a slice of h100-8x-nvlink has 1 to 7 of its 8 GPUs \(--profile h100-8x-nvlink@1"),
+    ("h100-8x-nvlink@two", r"profile 'h100-8x-nvlink@two': a slice is <class>@<N>"),
+    ("nvidia-base@2", r"profile nvidia-base@2: nvidia-base is a class base"),
+    ("local@1", r"profile local@1: local is of no GPU count to cut from"),
+    ("h100-8x-nvlink@2@1", r"profile h100-8x-nvlink@2@1: h100-8x-nvlink@2 is a slice already"),
+])
+def test_a_slice_of_no_gpus_the_class_has_is_refused(name, why):
+    with pytest.raises(InputError, match=why):
+        profiles.load(name)
+
+
+def test_a_site_profile_of_a_class_inherits_its_slices_and_a_path_takes_n(write_profile, tmp_path):
+    """A site's profile extending h200-8x-nvlink keeps the class's measured slices (path@N), may
+    set its own per N; `slices:` is validated as criteria are; a profile extending a slice is
+    one (slice_of, full_count)."""
+    site = write_profile("site", "extends: h200-8x-nvlink\nslices:\n  4:\n    criteria:\n"
+                                 "      allreduce_busbw: {min: 350, unit: GB/s, size: 8G, source: our run}\n")
+    two, four = profiles.load(f"{site}@2"), profiles.load(f"{site}@4")
+    assert (two.name, two.slice_of, two.threshold("allreduce_busbw").value) == ("site@2", "site", 327.5)
+    assert four.threshold("allreduce_busbw").value == 350 and four.path == f"{site}@4"
+    assert four.origins["allreduce_busbw"]["min"] == f"{site} slices.4"
+    bad = write_profile("bad", "extends: h200-8x-nvlink\nslices:\n  8:\n    criteria: {}\n")
+    with pytest.raises(InputError, match=r"bad.yaml: slices.8: expected a GPU count from 1 to 7"):
+        profiles.load(str(bad))
+    bad = write_profile("bad2", "extends: h200-8x-nvlink\nslices:\n  2:\n    criteria:\n"
+                                "      allreduce_busbw: {min: 350}\n")
+    with pytest.raises(InputError, match=r"bad2.yaml slices.2: criteria.allreduce_busbw.unit: missing"):
+        profiles.load(str(bad))
+    kid = write_profile("kid", "extends: h200-8x-nvlink@2\ncriteria: {power_limit: null}\n")
+    p = profiles.load(str(kid))
+    assert (p.slice_of, p.full_count, p.hardware["gpu_count"]) == ("h200-8x-nvlink", 8, 2)
+
+
+@pytest.mark.parametrize("n, nvlink, name", [(1, False, "h100-8x-nvlink@1"), (2, True, "h100-8x-nvlink@2"),
+                                             (4, True, "h100-8x-nvlink@4")])
+def test_auto_picks_the_slice_of_the_class_of_its_model(n, nvlink, name):
+    """A rented 1x H100 (no NVLink: one GPU) and 2 or 4 NVLinked H100s: no class of that count,
+    so --profile auto picks that many GPUs of h100-8x-nvlink."""
+    assert profiles.auto_select({**H100, "gpu_count": n, "nvlink": nvlink}).name == name
+
+
+def test_auto_prefers_the_exact_class_and_says_the_slices_it_tried(write_profile, tmp_path):
+    write_profile("local", "criteria: {}\n")
+    write_profile("big", "hardware: {gpu_model: 'G1', gpu_count: 8, interconnect: nvlink}\n")
+    assert profiles.auto_select({"gpu_model": "G1", "gpu_count": 2, "nvlink": True}, tmp_path).name == "big@2"
+    write_profile("two", "hardware: {gpu_model: 'G1', gpu_count: 2}\n")  # an exact class wins
+    assert profiles.auto_select({"gpu_model": "G1", "gpu_count": 2, "nvlink": True}, tmp_path).name == "two"
+    with pytest.raises(InputError, match=r"matches 4 x G1 \(no NVLink\) \(slices tried: big@4 \(no NVLink "
+                                         r"where NVLink is required\)\); pass --profile NAME"):
+        profiles.auto_select({"gpu_model": "G1", "gpu_count": 4, "nvlink": False}, tmp_path)
+    write_profile("other", "hardware: {gpu_model: 'G.*', gpu_count: 8}\n")
+    with pytest.raises(InputError, match="several profiles match 4 x G1 .*: big@4, other@4"):
+        profiles.auto_select({"gpu_model": "G1", "gpu_count": 4, "nvlink": True}, tmp_path)
+
+
+def test_a_class_base_picks_a_variants_slice(write_profile, tmp_path):
+    write_profile("base", "abstract: true\nhardware: {interconnect: nvlink}\n")
+    write_profile("v40", "extends: base\nhardware: {gpu_model: 'A40', gpu_count: 8}\n")
+    write_profile("v80", "extends: base\nhardware: {gpu_model: 'A80', gpu_count: 8}\n")
+    prof, line = profiles.pick_variant(profiles.load("base", tmp_path),
+                                       {"n1": {"gpu_model": "A80", "gpu_count": 2, "nvlink": True}})
+    assert prof.name == "v80@2" and prof.slice_of == "v80" and "picked v80@2" in line
+
+
+def test_list_and_show_profile_show_the_slices(capsys):
+    """`signoff list profiles`' line of a class's slices (the whole listing: test_command.py), and
+    show-profile of a slice naming where each threshold comes from."""
+    from signoff import cli, slices
+    assert slices.listed(profiles.load("h100-8x-nvlink")) == \
+        "slices: h100-8x-nvlink@1 .. @7 (1 to 7 of its 8 GPUs; --profile auto picks one for fewer GPUs)"
+    assert slices.listed(profiles.load("h200-8x-nvlink")).endswith("; measured figures at @2, @4)")
+    assert slices.listed(profiles.load("gb200-nvl72")).startswith("slices: gb200-nvl72@1 .. @3 ")
+    assert slices.listed(profiles.load("local")) is None
+    assert cli.main(["show-profile", "h100-8x-nvlink@2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("profile h100-8x-nvlink@2: 2 of the 8 GPUs of 8x NVIDIA H100 SXM5"), out
+    assert "gpu_count 2, nvls False" in out and "nvlink_fabric False" in out
+    assert re.search(r"(?m)^  allreduce_busbw: >= 330.3 GB/s .*\[signoff/slices.py rule\]$", out), out
+    assert cli.main(["show-profile", "h200-8x-nvlink@2"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"(?m)^  allreduce_busbw: >= 327.5 GB/s +\[thresholds/h200-8x-nvlink.yaml slices.2\]$",
+                     out), out

@@ -34,7 +34,7 @@ RUN_S = 600
 def recorded_fleet(tmp, n: int = N, bad: int = BAD) -> tuple:
     """n recorded 1x H200 hosts node0001.., the first `bad` on DRIVER: (inventory, env of the run)."""
     one, two = recorded()
-    rec = measurements("h200-1x", sysinfo("h200-1x", one), one, two)
+    rec = measurements("h200-8x-nvlink@1", sysinfo("h200-8x-nvlink@1", one), one, two)
     log = tmp / "kern.log"
     log.write_text(kernel_log(rec["sysinfo"]))
     names = [f"node{i:04d}" for i in range(1, n + 1)]
@@ -50,7 +50,7 @@ def recorded_fleet(tmp, n: int = N, bad: int = BAD) -> tuple:
 
 def accept_recorded(inv, env, rd, *args: str, timeout: float = RUN_S) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", *args, "-q", "-p", "recorded_hosts",
-                           "-p", "no:cacheprovider", "--inventory", str(inv), "--profile", "h200-1x",
+                           "-p", "no:cacheprovider", "--inventory", str(inv), "--profile", "h200-8x-nvlink@1",
                            "--report-dir", str(rd)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
 

@@ -30,7 +30,7 @@ def record(i: int, status: str = "PASS", **kw) -> dict:
 
 def run(tmp_path, records: list[dict], soak: dict | None = None) -> Results:
     hosts = sorted({r["host"] for r in records})
-    res = Results(tmp_path / "results.json", {"profile": "h200-1x", "hosts": hosts})
+    res = Results(tmp_path / "results.json", {"profile": "h200-8x-nvlink@1", "hosts": hosts})
     for r in records:
         res.set_host(r["host"], {"hostname": r["host"], "nvidia": {"driver": "580.159.04"}})
         res.add(r)
@@ -112,7 +112,7 @@ def test_baseline_and_calibrate_read_every_figure_from_the_bounded_form(tmp_path
     assert got["compared"] == 200 and not got["appeared"] and not got["vanished"]
     docs = [baseline.load(str(tmp_path / "then"))] * 2
     assert baseline.spreads(docs)["hbm_bandwidth"]["spread"] == 0  # the same run twice moves nothing
-    crit, _ = calibrate.calibrate(base, calibrate.profiles.load("h200-1x"), 0.9)
+    crit, _ = calibrate.calibrate(base, calibrate.profiles.load("h200-8x-nvlink@1"), 0.9)
     assert "the slowest 4.1 TB/s on n0000" in crit["hbm_bandwidth"]["source"]  # every host's figure read
 
 
@@ -160,7 +160,7 @@ def test_results_json_grows_by_each_hosts_own_figures_only(tmp_path):
 
 
 def test_junit_states_a_criterions_threshold_once_and_each_testcase_its_own_figure(tmp_path):
-    doc = {"meta": {"profile": "h200-1x"}, "verdict": "FAIL",
+    doc = {"meta": {"profile": "h200-8x-nvlink@1"}, "verdict": "FAIL",
            "results": [record(i) for i in range(50)] + [record(99, "FAIL", message="n0099: 3.1 TB/s",
                                                                 expected=">= 3.9 TB/s")]}
     junit.write(tmp_path / "junit.xml", doc)

@@ -22,7 +22,7 @@ from signoff.soak import plots as soakplots
 from signoff.soak.judge import Series
 
 ROOT = Path(__file__).resolve().parent.parent
-H200 = profiles.load("h200-4x-nvlink")
+H200 = profiles.load("h200-8x-nvlink@4")
 
 
 def series(duration=90, n=4, temp=None, mem=None, clock=None, reasons=None, tflops=None,
@@ -293,14 +293,14 @@ def test_plot_and_table_render():
      "criteria.soak_clock_stability.correlation: expected a number in -1..0"),
 ])
 def test_bad_soak_settings_are_rejected(tmp_path, text, err):
-    (tmp_path / "p.yaml").write_text("extends: h200-4x-nvlink\n" + text + "\n")
+    (tmp_path / "p.yaml").write_text("extends: h200-8x-nvlink@4\n" + text + "\n")
     with pytest.raises(InputError, match=err.replace(".", r"\.").replace("(", r"\(")):
         profiles.load(str(tmp_path / "p.yaml"))
 
 
 def test_soak_section_inherits_and_overrides(tmp_path):
     (tmp_path / "signoff24h.yaml").write_text(textwrap.dedent("""
-        extends: h200-4x-nvlink
+        extends: h200-8x-nvlink@4
         soak: {duration: 24h, warmup: 10m, interval: 5s}
     """))
     p = profiles.load(str(tmp_path / "signoff24h.yaml"))

@@ -332,7 +332,7 @@ CRITERIA = ("soak_gpu_temp", "soak_mem_temp", "soak_throttle", "soak_clock_stabi
 
 def test_gpu_less_host_fails_every_soak_check_under_a_gpu_profile(local_inv, tmp_path):
     rc, res, out = accept(tmp_path, "-k", "test_soak", "--inventory", str(local_inv),
-                          "--profile", "h200-4x-nvlink", "--lock-wait", "300", timeout=420)
+                          "--profile", "h200-8x-nvlink@4", "--lock-wait", "300", timeout=420)
     assert rc == 1, out
     r = by_key(res)
     for c in CRITERIA:

@@ -31,8 +31,8 @@ def write(tmp_path, text: str) -> Path:
 
 
 def test_section_defaults_to_the_h200_anchor_and_local_overrides_it():
-    assert section(profiles.load("h200-1x"))["d_model"] == 2048 == DEFAULTS["d_model"]
-    assert section(profiles.load("h200-1x"))["loader"]["crop"] == 224
+    assert section(profiles.load("h200-8x-nvlink@1"))["d_model"] == 2048 == DEFAULTS["d_model"]
+    assert section(profiles.load("h200-8x-nvlink@1"))["loader"]["crop"] == 224
     loc = section(profiles.load("local"))
     assert loc["d_model"] == 64 and loc["loader"]["workers"] == [0, 1, 2] and loc["heads"] == 4
 
@@ -140,7 +140,7 @@ def test_report_section_lists_widths_and_the_slowest_node():
 
 def test_methodology_states_the_model_formula_and_loader():
     from signoff.training.report import methodology
-    rows = methodology({"results": []}, profiles.load("h200-1x"))
+    rows = methodology({"results": []}, profiles.load("h200-8x-nvlink@1"))
     assert "12 x nn.TransformerEncoderLayer(2048, 16 heads, ffn 8192" in rows[0]["how"]
     assert "6 x params x batch x seq + 12 x layers x batch x seq^2 x d_model" in rows[0]["how"]
     assert "uint8 3x256x256 -> bilinear 224x224" in rows[1]["how"] and "1 GiB per GPU" in rows[2]["how"]

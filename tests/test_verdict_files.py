@@ -168,7 +168,7 @@ def test_a_gpu_less_host_under_a_gpu_profile_is_one_fail_line_in_every_output(tm
     facts = json.loads(RECORDED.read_text())["hosts"]["localhost"]  # a real H200's, its GPU gone
     facts["nvidia"] = {"available": False, "error": "NVML Shared Library Not Found", "pci_devices": 0}
     rd = tmp_path / "r"
-    p = run("acceptance/test_gpu_health.py", "--report-dir", str(rd), "--profile", "h200-2x-nvlink",
+    p = run("acceptance/test_gpu_health.py", "--report-dir", str(rd), "--profile", "h200-8x-nvlink@2",
             "--partial", "--inventory", str(recorded_inventory(tmp_path, facts)), command=("pytest",))
     doc = json.loads((rd / "results.json").read_text())
     fails = [r for r in doc["results"] if r["status"] == "FAIL"]

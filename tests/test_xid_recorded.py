@@ -48,7 +48,7 @@ def fresh_node(tmp_path: Path, lines=()) -> Path:
 
 def site_profile(tmp_path: Path, xid: str) -> str:
     prof = tmp_path / "site.yaml"
-    prof.write_text(f"extends: h200-2x-nvlink\ncriteria:\n  xid_fatal: {xid}\n")
+    prof.write_text(f"extends: h200-8x-nvlink@2\ncriteria:\n  xid_fatal: {xid}\n")
     return str(prof)
 
 
@@ -59,7 +59,7 @@ def test_fresh_node_passes_xid_history_stating_what_its_log_covers(tmp_path):
     inv = fresh_node(tmp_path)
     rd = tmp_path / "report"
     p = subprocess.run([sys.executable, "-m", "pytest", "acceptance/test_health.py", "-k", "xid_history",
-                        "--partial", "--inventory", str(inv), "--profile", "h200-2x-nvlink",
+                        "--partial", "--inventory", str(inv), "--profile", "h200-8x-nvlink@2",
                         "--report-dir", str(rd), "-p", "no:cacheprovider",
                         *LOCK_WAIT], cwd=ROOT, capture_output=True, text=True, timeout=300)
     r = {x["criterion"]: x for x in load_results(rd / "results.json")["results"]}["xid_history"]
@@ -121,7 +121,7 @@ def test_no_xid_during_the_run_passes_and_is_read_after_every_other_check(tmp_pa
     recorded_facts(tmp_path, lambda f: f.update(clock=CLOCK))
     rd = tmp_path / "report"
     subprocess.run([sys.executable, "-m", "pytest", "acceptance/", "--partial", "--inventory", str(inv),
-                    "--profile", "h200-2x-nvlink", "--report-dir", str(rd), "-p", "no:cacheprovider",
+                    "--profile", "h200-8x-nvlink@2", "--report-dir", str(rd), "-p", "no:cacheprovider",
                     "-k", "xid_during_run or gpu_model or xid_history", *LOCK_WAIT],
                    cwd=ROOT, capture_output=True, text=True, timeout=300)
     res = load_results(rd / "results.json")["results"]

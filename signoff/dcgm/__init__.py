@@ -38,12 +38,21 @@ def estimate(config, prof, picked, pairs) -> list[str]:
 
 def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     """Whether dcgmi is installed and its host engine answers (sysinfo's preflight: probe_dcgm's
-    preflight()); warned: dcgm_diag's ERROR (or N.A. where the profile makes it optional)."""
+    preflight()); warned: dcgm_diag's ERROR (or N.A. where the profile makes it optional, UNSEEN on a
+    VM or in a container: signoff/unseen.py)."""
+    from signoff import unseen
+    from signoff.dcgm import judge
     pf = (facts.get("preflight") or {}).get("dcgm")
     if not pf or "dcgm_diag" not in ctx.picked or not (facts.get("nvidia") or {}).get("gpus"):
         return [], []
     if not pf.get("error"):
         return ["dcgm: dcgmi and its host engine answer"], []
     t = ctx.profile.criteria.get("dcgm_diag") if ctx.profile is not None else None
-    verdict = "N.A. (optional in the profile)" if t is not None and t.extra.get("optional") else "ERROR"
+    optional = t is not None and t.extra.get("optional")
+    rented = None if optional else unseen.dcgm_unseen(facts, judge.level_of(t.extra if t else {}))
+    if rented:  # the check's own words (acceptance/test_dcgm.py)
+        ask, why = rented
+        return [f"dcgm: {pf['error']}"], [unseen.plan_line("dcgm_diag", ask, f"{why}: {pf['error']}",
+                                                            ctx.config)]
+    verdict = "N.A. (optional in the profile)" if optional else "ERROR"
     return [f"dcgm: {pf['error']}"], [f"dcgm_diag {verdict}: {pf['error']}"]

@@ -32,3 +32,13 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
         check_sweep(extra, where)
     if name == "imex" and "per_job" in extra and not isinstance(extra["per_job"], bool):
         raise InputError(f"{where}.per_job: expected true or false, got {extra['per_job']!r}")
+
+
+def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
+    """`signoff plan`: on a slice of a class with an NVLink fabric, nvlink_fabric is UNSEEN (its
+    fabric manager runs on the provider's host), in the check's own words."""
+    from signoff import unseen
+    if ctx.profile is None or not ctx.checks("nvlink_fabric") or not (facts.get("nvidia") or {}).get("gpus"):
+        return [], []
+    got = unseen.fabric_unseen(ctx.profile)
+    return ([], [unseen.plan_line("nvlink_fabric", *got, ctx.config)]) if got else ([], [])

@@ -35,6 +35,10 @@ CRITERIA = {
     # (test_error_counters); the counters go with the limit's source
     "error_counter_growth": {"type": "number", "ops": ("max",), "extra": ("counters",),
                              "with_limit": ("counters",)},
+    # on a class with hardware.large_bar: every GPU's BAR1 / its memory (NVML); with
+    # hardware.uvm_disable_hmm: nvidia_uvm's uvm_disable_hmm as sysfs prints it (Y)
+    "bar1_size": {"type": "number"},
+    "uvm_hmm": {"type": "name", "ops": ("equals",)},
 }
 PLUGIN = "signoff.gpu.plugin"
 
@@ -111,7 +115,12 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
            if tools.get("journalctl") else "dmesg, this boot only (no journalctl)")
     said.append(f"kernel log: {log}")
     t = ctx.profile.criteria.get("xid_fatal") if ctx.profile else None
-    if ctx.checks("xid_history") and t and not (tools.get("journalctl") and pf.get("journal_persistent")):
+    from signoff import unseen  # a container's or a user's kernel log the form says is unreadable
+    denied = unseen.xid_unseen(facts, "") if ctx.checks("xid_history", "xid_during_run") else None
+    if denied:
+        warned.append(unseen.plan_line(", ".join(ctx.checks("xid_history", "xid_during_run")), *denied,
+                                       ctx.config))
+    elif ctx.checks("xid_history") and t and not (tools.get("journalctl") and pf.get("journal_persistent")):
         why = judge.NO_PERSISTENT if tools.get("journalctl") else judge.NO_JOURNAL
         need = t.extra.get("require_history")
         warned.append(f"xid_history ERROR: {why}, and require_history {need} asks for more" if need else

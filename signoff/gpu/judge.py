@@ -406,3 +406,36 @@ def same_model_thresholds(gpus: list[dict], got: dict) -> dict:
         want[idx] = {k: max((got[p][k][0] for p in peers if got[p][k][0] is not None), default=None)
                      for k in ("shutdown", "slowdown", "gpu_max", "mem_max")}
     return want
+
+
+# Host setups a class breaks without (hardware.large_bar, hardware.uvm_disable_hmm: RTX PRO 6000)
+
+BAR1_CAUSE = "large BAR / Resizable BAR off in the BIOS: P2P is crippled"
+UVM_CAUSE = ("NCCL P2P locks up on this card: set `options nvidia_uvm uvm_disable_hmm=1` (a file in "
+             "/etc/modprobe.d), then reload nvidia_uvm or reboot")
+
+
+def bar1_short(gpus: list[dict], fraction: float) -> tuple[list[str], list[str], float | None]:
+    """(GPUs whose BAR1 maps less than `fraction` of their memory, GPUs whose BAR1 or memory
+    NVML did not give, the smallest BAR1 / memory read)."""
+    bad, unread, ratios = [], [], []
+    for g in gpus:
+        b = g.get("bar1") or {}
+        total, mem = b.get("total_mib"), b.get("memory_mib")
+        if not isinstance(total, int) or not isinstance(mem, int) or mem <= 0:
+            unread.append(f"GPU {g['index']} ({b.get('error') or 'not read: a sysinfo without BAR1'})")
+            continue
+        ratios.append(total / mem)
+        if total < fraction * mem:
+            bad.append(f"GPU {g['index']} BAR1 {total} MiB < {fraction:g} x its memory {mem} MiB")
+    return bad, unread, round(min(ratios), 3) if ratios else None
+
+
+def uvm_hmm(facts: dict) -> tuple[str | None, str | None]:
+    """(nvidia_uvm's uvm_disable_hmm as sysfs prints it, None) or (None, why it is unread)."""
+    u = (facts.get("nvidia") or {}).get("uvm")
+    if not isinstance(u, dict):
+        return None, "sysinfo read no nvidia_uvm parameter (a probe older than this check)"
+    if not u.get("disable_hmm"):
+        return None, f"nvidia_uvm's uvm_disable_hmm unreadable: {u.get('path')}: {u.get('error')}"
+    return str(u["disable_hmm"]), None

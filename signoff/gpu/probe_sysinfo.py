@@ -594,6 +594,26 @@ def power_limits(nv, h):
             "max_w": round(rng[1] / 1000.0, 1) if rng else None}
 
 
+def bar1(nv, h):
+    """BAR1, the window peers and the CPU map the GPU's memory through, and that memory, in MiB
+    (a BIOS without large BAR leaves 256 MiB: P2P crippled where the class needs it all)."""
+    try:
+        return {"total_mib": int(nv.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total) >> 20,
+                "memory_mib": int(nv.nvmlDeviceGetMemoryInfo(h).total) >> 20, "error": None}
+    except Exception as exc:  # noqa: BLE001
+        return {"total_mib": None, "memory_mib": None, "error": _nverr(exc)}
+
+
+def uvm():
+    """nvidia_uvm's uvm_disable_hmm as sysfs prints it ('Y', 'N'); None with why where the
+    module is not loaded or the driver has no such parameter."""
+    path = SYS + "/module/nvidia_uvm/parameters/uvm_disable_hmm"
+    val = _read(path)
+    why = None if val else ("nvidia_uvm not loaded" if not os.path.isdir(SYS + "/module/nvidia_uvm")
+                            else "no such parameter in this driver's nvidia_uvm")
+    return {"path": path, "disable_hmm": val[:8] if val else None, "error": why}
+
+
 def gpu_processes(nv, h):
     """Other processes with a CUDA context on the GPU (NVML compute processes): a GPU that
     someone else uses measures low. None: unreadable."""
@@ -709,6 +729,7 @@ def gpu_info(torch_ok):
             g["nvlink"] = nvlinks(nv, h)
             g["fabric"] = fabric_info(nv, h)
             g["power"] = power_limits(nv, h)
+            g["bar1"] = bar1(nv, h)
             # the peak memory bandwidth a profile of no class judges HBM against (gpu/judge.py)
             mem_clock = getattr(nv, "NVML_CLOCK_MEM", 2)
             g["memory"] = {"bus_width_bits": _nv(getattr(nv, "nvmlDeviceGetMemoryBusWidth", None)
@@ -799,6 +820,9 @@ def preflight(storage_path, iface, gpus=False):
     dcgm = _beside("dcgm")
     if dcgm is not None and gpus:  # dcgmi on PATH, its host engine answering (dcgm_diag)
         out["dcgm"] = dcgm.preflight()
+    form = _beside("form")
+    if form is not None:  # bare metal, VM or container, /dev/shm, memlock, NICs, disk (signoff/form)
+        out["form"] = form.read((out.get("storage") or {}).get("path") or storage_path or None)
     return out
 
 
@@ -987,6 +1011,7 @@ def main():
     doc["imex"] = imex()
     doc["nvidia"]["pci_devices"] = nvidia_pci_devices()
     doc["nvidia"]["driver_loaded"] = os.path.exists("/proc/driver/nvidia")
+    doc["nvidia"]["uvm"] = uvm()
     doc["preflight"] = preflight(a.storage_path, a.data_iface, bool(nvidia.get("gpus")))
     doc["elapsed_s"] = round(time.time() - t0, 3)
     print(json.dumps(doc))
