@@ -12,6 +12,7 @@ A family's __init__ (light: no controller imports, the profile loader reads it) 
   load(report_dir, doc)   optional: bound()'s inverse, what signoff.results.load() reads back
   estimate(config, profile, picked, pairs)   optional: `signoff plan`'s lines for its long
              measurements (picked: the criteria that will run; pairs: the host pairs)
+  PREFLIGHT_LAST   optional: True puts its preflight part after the others' on the host's line
   preflight(ctx, host, facts)   optional: (what the host's sysinfo says of its part, e.g. "data_iface
              ib0 (400 Gb/s)"; the checks of its own that will ERROR or be N.A. there and why, in
              the check's words), for the preflight of `signoff plan` and a run (signoff/preflight.py)
@@ -102,7 +103,8 @@ def timings(config, profile, picked, inventory, facts) -> tuple[list[str], list[
 def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     """Every family's preflight of one host, in the families' order (signoff/preflight.py)."""
     said, warned = [], []
-    for mod in modules():
+    # a family may ask to come last (PREFLIGHT_LAST: the form's long line closes the host's)
+    for mod in sorted(modules(), key=lambda m: bool(getattr(m, "PREFLIGHT_LAST", False))):
         if getattr(mod, "preflight", None):
             try:
                 s, w = mod.preflight(ctx, host, facts)

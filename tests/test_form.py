@@ -238,7 +238,7 @@ def test_recorded_rented_h100_vm_reads_as_a_vm_and_a_container(recorded_form):
                             "model": None, "kind": "virtual"}
     assert form["gpu_numa"] == {"0000:00:05.0": None} and form["numa_cpus"] == {"0": list(range(16))}
     assert describe.line(form).startswith("a VM (kvm) and a container (docker); user root; ")
-    assert "NIC eth0 virtio_net (speed not advertised); disk vda virtio_blk (virtual) (the kernel says " \
+    assert "NIC virtio_net (speed not advertised); disk vda virtio_blk (virtual) (the kernel says " \
            "rotational)" in describe.line(form)
 
 
@@ -355,11 +355,11 @@ def test_rented_folds_hosts_of_one_form_and_says_their_slice_nics_disk_and_read(
     lines = describe.rented(doc)
     assert len(lines) == 2, lines
     assert lines[0].startswith("node[1-2]: a VM (kvm) and a container (docker); a slice of 1")
-    assert "of h100-8x-nvlink; no NVLink fabric visible, no NVLink up; NIC eth0 virtio_net (speed not " \
+    assert "of h100-8x-nvlink; no NVLink fabric visible, no NVLink up; NIC virtio_net (speed not " \
            "advertised); disk vda virtio_blk (virtual) (the kernel says rotational), storage_read_seq " \
            "1.48-1.53 GB/s" in lines[0]
     assert lines[1].startswith("node3: a container (docker); a slice of 1")
-    assert "NIC eth0 mlx5_core (100 Gb/s)" in lines[1] and "disk nvme0n1 nvme (local nvme)" in lines[1]
+    assert "NIC mlx5_core (100 Gb/s)" in lines[1] and "disk nvme0n1 nvme (local nvme)" in lines[1]
     assert describe.rented({"hosts": {"a": {}}}) == [] and describe.rented({}) == []
 
 

@@ -45,6 +45,10 @@ def _verdicts(ctx, facts) -> list[tuple[str, object]]:
     return out
 
 
+# the host's preflight line reads python, torch, interface and storage first, then the form
+PREFLIGHT_LAST = True
+
+
 def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     """The host's form (bare metal, VM, container; user, kernel log, /dev/shm, memlock, NIC, disk);
     warned: each form check that will FAIL or ERROR, in its own words."""

@@ -33,7 +33,8 @@ def _nic(n: dict) -> str:
     rate = f"{speed / 1000:g} Gb/s" if known else "speed not advertised"
     vf = ", an SR-IOV VF" if n.get("vf") else ""
     drv = n.get("driver") or ("virtual, no device" if n.get("virtual") else "no driver")
-    return f"NIC {text(n.get('name'), 24)} {text(drv, 24)} ({rate}{vf})"
+    # by driver, not name: hosts of one form fold into one line whatever their NICs are called
+    return f"NIC {text(drv, 24)} ({rate}{vf})"
 
 
 def nics(form: dict) -> str:
@@ -112,7 +113,7 @@ def _storage(doc: dict, names: list[str]) -> str:
 def rented(doc: dict) -> list[str]:
     """The cover's "what was rented" lines from a results document (results.json's form): hosts of
     one form in one line, e.g. "node[1-2]: a VM (kvm) and a container (docker); a slice of 2 of the
-    8 GPUs of h100-8x-nvlink; no NVLink fabric visible, no NVLink up; NIC eth0 virtio_net (speed not
+    8 GPUs of h100-8x-nvlink; no NVLink fabric visible, no NVLink up; NIC virtio_net (speed not
     advertised); disk vda virtio_blk (virtual) (the kernel says rotational), storage_read_seq 1.53 GB/s".
     Hosts without form facts (an older sysinfo) are left out."""
     from signoff import hostlist
