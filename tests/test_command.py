@@ -94,7 +94,8 @@ def test_only_names_families_files_and_checks(capsys):
     assert catalog.select("storage,storage_read_seq") == [f"{acc}/test_storage.py"]
     with pytest.raises(InputError, match=r"--only gpux: unknown gpux; did you mean gpu\? \(families: dcgm, "
                                          r"fabric, form, gpu, interconnect.*files: dcgm, fabric, form, "
-                                         r"gpu_health, health, interconnect.*; checks: signoff list checks\)"):
+                                         r"gpu_health, health, interconnect.*; "
+                                         r"checks: signoff list checks\)"):
         catalog.select("gpux")
     rc, out, _ = main(capsys, "plan", "--no-contact", "--profile", "local", "--only", "gpu_model,storage")
     assert rc == 0 and "checks: 4 of the sheet's" in out and "(--only: gpu_model, storage)" in out, out
