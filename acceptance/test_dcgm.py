@@ -25,7 +25,7 @@ def test_dcgm_diag(host, gpus, profile, check, dcgm, fleet, attach):
         rented = unseen.dcgm_unseen(host.facts, lvl)
         if rented:
             ask, why = rented
-            cannot_show(ask, f"{why}: {doc['error']}")
+            cannot_show(ask, f"{why}: {unseen.text(doc['error'], 120)}")  # the host's words, bounded
         raise ProbeError(f"{host}: {doc['error']}: DCGM's diagnostic cannot run (install DCGM and start "
                          f"nv-hostengine, e.g. systemctl start nvidia-dcgm)")
     if "error" in doc:

@@ -19,17 +19,18 @@ def test_nvlink_fabric(host, gpus, profile, check):
     (no degraded bandwidth, route recovery, unhealthy route, access-timeout recovery or incorrect
     configuration). On an HGX board a fabric manager that is down leaves the state NOT_STARTED."""
     fabs = {g["index"]: g.get("fabric") for g in gpus}
-    on_slice = unseen.fabric_unseen(profile)  # a slice of a fabric's class: its manager is the host's
-    if on_slice:
-        cannot_show(*on_slice)
-    if not profile.hardware.get("nvlink_fabric"):
+    of_class = unseen.fabric_class(profile)  # a slice of a fabric's class: judged by the class's rule
+    rented = unseen.fabric_unseen(profile, host.facts, fabs)  # none reported in a VM: the host's manager
+    if rented:
+        cannot_show(*rented)
+    if not of_class and not profile.hardware.get("nvlink_fabric"):
         seen = sorted({judge.STATES.get(f.get("state"), f.get("state")) for f in fabs.values()
                        if f and f.get("state")})
         said = "false" if profile.hardware.get("nvlink_fabric") is False else "unset"
         not_applicable(f"profile {profile.name}'s class declares no NVLink fabric whose fabric manager must "
                        f"register its GPUs (hardware.nvlink_fabric {said})"
                        + (f"; NVML reports fabric state {', '.join(seen)} (not judged)" if seen else ""))
-    t = profile.threshold("nvlink_fabric")
+    t = profile.threshold("nvlink_fabric")  # a slice's is its class's rule
     unread = {i: why for i, f in fabs.items() if (why := judge.unread(f))}
     if unread:  # the class has a fabric: a state NVML does not give is never a PASS
         raise ProbeError(f"{host}: no GPU fabric state for " + "; ".join(
@@ -37,7 +38,7 @@ def test_nvlink_fabric(host, gpus, profile, check):
             f"NVLink fabric to judge; NVML gives GPU fabric info on Hopper and later with a driver of "
             f"R550 or newer and nvidia-ml-py 12.550 or newer")
     bad = {i: why for i, f in fabs.items() if (why := judge.gpu_fault(f))}
-    rack = bool(profile.hardware.get("nvlink_domain"))
+    rack = bool(profile.hardware.get("nvlink_domain") or of_class and of_class.hardware.get("nvlink_domain"))
     gfm = sorted({judge.gfm(f.get("health_mask")) for f in fabs.values()} - {None})
     if gfm:
         check.note(f"global fabric manager {', '.join(gfm)} (NVML health mask; not judged)")

@@ -36,7 +36,8 @@ def test_xid_history(host, gpus, profile, check, health):
         denied = unseen.xid_unseen(host.facts, doc["error"])  # a container's or a user's: the host's to give
         if denied:
             cannot_show(*denied)
-        raise ProbeError(f"{host}: kernel log unreadable, so no XID history: {doc['error']}")
+        raise ProbeError(f"{host}: kernel log unreadable, so no XID history: {doc['error']}"
+                         + unseen.xid_fix(host.facts, doc["error"]))  # bare metal: the operator's to fix
     counts = {int(k): v for k, v in doc["counts"].items()}
     fatal, said, others = judge.xid_history(doc, t.extra["codes"], t.extra.get("rows") or {}, gpus)
     end = health.run_start(host.name)
@@ -71,7 +72,7 @@ def test_xid_during_run(host, gpus, check, health):
         if denied:
             cannot_show(*denied)
         raise ProbeError(f"{host}: kernel log unreadable at the end of the run, so no XID of the run "
-                         f"is excluded: {doc['error']}")
+                         f"is excluded: {doc['error']}" + unseen.xid_fix(host.facts, doc["error"]))
     end = health.run_start(host.name)
     short = judge.log_short(doc, end, doc["since"])
     if short:  # a ring buffer that wrapped during the run lost the start of it

@@ -8,6 +8,8 @@ from signoff import retry
 from signoff.check import not_applicable
 from signoff.figures import html_table
 from signoff.fleet import ProbeError
+from signoff.form import describe as form_words
+from signoff.form import judge as form
 from signoff.storage import judge as storage
 
 
@@ -49,7 +51,15 @@ def judge(host, doc, t, what, check, attach, peers):
         raise ProbeError(f"{host}: {what} of {doc['path']} = {gbps} GB/s is not a storage "
                          f"figure: the page cache could not be bypassed ({doc['cache']['note']})")
     check.expect(gbps, t, f"{what} of {doc['path']} ({how}{retry.said(doc, 'GB/s')})",
-                 cause=storage.cause(doc, doc["workload"]), details=storage.details(doc), fleet=peers)
+                 cause=storage.cause(doc, doc["workload"]) + sold(host), details=storage.details(doc),
+                 fleet=peers)
+
+
+def sold(host) -> str:
+    """The disk as the machine's form reads it (a VM's virtio disk, a network volume): judged
+    against the class's figure all the same, its kind said (issue 52)."""
+    f = form.form_of(host.facts)
+    return f"; the machine's {form_words.disk(f)}" if f and (f.get("disk") or {}).get("kind") else ""
 
 
 def _figure(doc):

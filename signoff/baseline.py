@@ -13,6 +13,7 @@ from signoff import InputError, catalog
 from signoff.results import ALL, expanded
 from signoff.units import parse_fraction
 
+UNSEEN = "UNSEEN"  # signoff/unseen.py's STATUS (not imported: unseen imports pytest)
 TOLERANCE = 0.05  # 5 %: the issue's example; CI against staging nodes sets its own
 # A criterion's tolerance from its run-to-run spread (spreads() below; thresholds/nvidia-base.yaml,
 # local.yaml): twice the largest wrong-way move between healthy runs, never below TOLERANCE.
@@ -106,7 +107,7 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
     for every criterion or tolerances()' dict."""
     tol = tolerance if isinstance(tolerance, dict) else {"default": tolerance, "criteria": {}}
     before = {(r["criterion"], r["host"]): r for r in base["results"]}
-    regressions, unlike = [], []
+    regressions, unlike, unshown = [], [], []
     for r in doc["results"]:
         b = before.get((r["criterion"], r["host"]))
         if b is None:
@@ -124,6 +125,9 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
             if sign * change < -_tolerance(tol, r["criterion"]):
                 regressions.append({**x, "change_pct": round(100 * change, 1)})
                 continue
+        if b["status"] == "PASS" and r["status"] == UNSEEN:  # no regression: no longer judged (ERROR
+            unshown.append(x)                                # under --unseen-error: one)
+            continue
         if b["status"] == "PASS" and r["status"] in ("FAIL", "ERROR"):
             moved = {"was_expected": b.get("expected"), "expected": r.get("expected")} \
                 if b.get("expected") and r.get("expected") and b["expected"] != r["expected"] else {}
@@ -138,7 +142,19 @@ def compare(doc: dict, base: dict, tolerance, name: str) -> dict:
             # is worse than a bandwidth's -6 %), so a cut list keeps what matters
             "regressions": sorted(regressions, key=lambda x: -abs(x.get("change_pct", 1000))),
             "unlike_units": unlike, "warnings": warnings(doc, base),
+            **({"no_longer_shown": unshown} if unshown else {}),
             "appeared": sorted(now - then), "vanished": sorted(then - now)}
+
+
+def unshown_lines(base: dict, most: int = 5) -> list[str]:
+    """The checks that PASSed in the baseline and this machine cannot show now (UNSEEN): said
+    beside the regressions, never one (a VM slice's fabric is the provider's to show)."""
+    got = base.get("no_longer_shown") or []
+    if not got:
+        return []
+    said = "; ".join(f"{x['criterion']} on {x['host']}" for x in got[:most])
+    more = f" and {len(got) - most} more" if len(got) > most else ""
+    return [f"no longer shown (PASS in the baseline, UNSEEN now: this machine cannot show it): {said}{more}"]
 
 
 def spreads(docs: list[dict]) -> dict[str, dict]:

@@ -88,11 +88,21 @@ class HostView:
 
     @property
     def hardware(self) -> dict:
+        """What the vote picks the class by (hashable values). `rented`: the form's kinds say VM or
+        container (None: no form read); `pci_gpus`: NVIDIA GPUs on the PCI bus, None in a container
+        (its sysfs is the host's whole bus): fewer GPUs than a class is a slice only when rented
+        and no GPU on the bus is missing from NVML (signoff/picking.py)."""
         g = self.gpus
+        form = (self.facts.get("preflight") or {}).get("form")
+        kinds = form.get("kinds") if isinstance(form, dict) else None
+        kinds = kinds if isinstance(kinds, list) else None
+        pci = self.facts["nvidia"].get("pci_devices")
         # the PCI device id tells the class where NVML gives a generic name (profiles.GENERIC_NAMES)
         return {"gpu_model": g[0]["name"] if g else None, "gpu_count": len(g),
                 "nvlink": any(x["nvlink"]["links"] for x in g),
-                "pci_device_id": g[0].get("pci_device_id") if g else None}
+                "pci_device_id": g[0].get("pci_device_id") if g else None,
+                "rented": None if kinds is None else bool({"vm", "container"} & set(kinds)),
+                "pci_gpus": pci if isinstance(pci, int) and "container" not in (kinds or ()) else None}
 
     @property
     def hidden_gpus(self) -> str | None:

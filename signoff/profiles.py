@@ -190,10 +190,15 @@ def _resolve(name_or_path: str, base_dir: Path) -> Path:
                                  Path.cwd() / "thresholds" / f"{name_or_path}.yaml"]))
     found = next((c for c in looked if c.is_file()), None)
     if found is None:
+        from signoff.slices import RENAMED
         names = ", ".join(concrete(base_dir)) or "none"
+        now = RENAMED.get(name_or_path)
+        cls, _, n = (now or "").partition("@")
         raise InputError(f"profile {name_or_path!r}: no such file (looked for "
-                         f"{' and '.join(map(str, looked))}); a profile elsewhere: pass its path, "
-                         f"--profile PATH.yaml (profiles here: {names})")
+                         f"{' and '.join(map(str, looked))})"
+                         + (f"; {name_or_path} is now {now} ({n} of {cls}'s 8 GPUs, a slice)" if now else "")
+                         + "; a profile elsewhere: pass its path, --profile PATH.yaml (profiles here: "
+                         + f"{names})")
     return found
 
 

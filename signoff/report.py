@@ -111,7 +111,7 @@ def problem_groups(records: list[dict]) -> list[dict]:
                                if r["host"] != ALL and not causes.is_pair(r["host"])))
     judged: dict = {}  # host -> its checks' statuses; then what a host of ERRORs only said
     for r in records:
-        if r["status"] != "N.A.":
+        if r["status"] not in ("N.A.", unseen.STATUS):  # neither judged: ERRORs and these said nothing
             judged.setdefault(r["host"], set()).add(r["status"])
     spoke: dict = {h: set() for h, s in judged.items() if s == {"ERROR"} and h in hosts}
     for r in records:
@@ -456,8 +456,10 @@ def failed_on_regression(doc: dict) -> str:
 
 
 def baseline_notes(base: dict) -> list[str]:
-    """Why the baseline may not compare, and the figures not compared (unlike units)."""
-    out = [f"baseline warning: {w}" for w in base.get("warnings") or []]
+    """Why the baseline may not compare, the checks no longer shown (UNSEEN now), and the figures
+    not compared (unlike units)."""
+    from signoff.baseline import unshown_lines
+    out = [f"baseline warning: {w}" for w in base.get("warnings") or []] + unshown_lines(base)
     unlike = base.get("unlike_units") or []
     if unlike:
         shown = "; ".join(f"{x['criterion']} on {x['host']} ({x['unit'] or 'no unit'} now, "
@@ -792,7 +794,8 @@ STATUS_MEANING = {
     "N.A.": "the profile does not apply this check to this host (e.g. a pair test on a 1-GPU host): "
             "never counted as a pass",
     "UNSEEN": "this machine's form (a VM slice, a container) cannot show it: the cover says what to ask "
-              "the provider for; never counted as a pass (--unseen-error: an ERROR)",
+              "the provider for; never counted as a pass, yet the run's verdict can be PASS with N "
+              "UNSEEN (the verdict line says how many; a CI gate: --unseen-error makes each an ERROR)",
     "NOT RUN": "not measured (the host is outside the profile's hardware class, a run cut short, "
                "a check deselected): the verdict is INCOMPLETE",
 }

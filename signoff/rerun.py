@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from signoff import InputError, baseline, hostlist, paths, report
+from signoff import InputError, baseline, hostlist, paths, report, unseen
 from signoff.results import ALL
 
 # what a rerun takes up again; N.A. is the profile's verdict on that host, not a fault to fix
 AGAIN = ("FAIL", "ERROR", "NOT RUN")
+# --unseen-error: what the form could not show is no pass either (signoff/unseen.py), so taken up too
+UNSEEN_AGAIN = (*AGAIN, unseen.STATUS)
 # why --lf is not pytest's: a check that could not measure (NOT RUN) is no pytest failure, and
 # signoff keeps no pytest cache (none in an installed sheet's site-packages)
 LF = "--lf: signoff keeps no pytest cache, so it reruns the newest run's checks that did not pass"
@@ -42,10 +44,11 @@ def of(config, acceptance: bool = True) -> dict | None:
     if _LOADED in config.stash:
         return config.stash[_LOADED]
     arg = config.getoption("rerun")
+    strict = bool(config.getoption("unseen_error", False))
     if arg is None and acceptance and config.getoption("lf", False):
-        got = load(str(newest()), via=LF)
+        got = load(str(newest()), via=LF, unseen_error=strict)
     elif arg is not None:
-        got = load(arg)
+        got = load(arg, unseen_error=strict)
     else:
         return None
     config.stash[_LOADED] = got
@@ -108,10 +111,12 @@ def _file(source: str) -> str | None:
     return None
 
 
-def load(arg: str, via: str = "") -> dict:
+def load(arg: str, via: str = "", unseen_error: bool = False) -> dict:
     """What `--rerun arg` reruns: meta.rerun (the earlier run, its checks that did not pass by
     status, its fleets) and, under "tests", their node ids; under "earlier", its document (the
-    results a rerun's verdict is merged with: carry())."""
+    results a rerun's verdict is merged with: carry()). With --unseen-error an UNSEEN did not
+    pass either: it is rerun (and, where not measured again, carried as the ERROR it is now)."""
+    statuses = UNSEEN_AGAIN if unseen_error else AGAIN
     if not arg.strip():
         raise InputError("--rerun is empty (an unset variable?): name an earlier run's report "
                          "directory or leave --rerun out")
@@ -120,13 +125,15 @@ def load(arg: str, via: str = "") -> dict:
     if doc.get("verdict") is None:
         raise InputError(f"--rerun {arg}: run {run} did not finish (killed?): `signoff rebuild {arg}` "
                          "judges what it measured first")
-    again = [r for r in doc["results"] if r.get("status") in AGAIN and r.get("test")]
+    again = [r for r in doc["results"] if r.get("status") in statuses and r.get("test")]
     if not again:
-        raise InputError(f"--rerun {arg}: every check of run {run} passed or was N.A.: nothing to rerun")
+        raise InputError(f"--rerun {arg}: every check of run {run} passed or was N.A."
+                         + (" or UNSEEN" if not unseen_error else "") + ": nothing to rerun")
     counts = Counter(r["status"] for r in again)
     crits = {r.get("criterion") for r in again} - {None}
     return {"run": run, "dir": report.shown_path(Path(arg).resolve()), "checks": len(again),
-            "statuses": {s: counts[s] for s in AGAIN if counts[s]}, **({"via": via} if via else {}),
+            "statuses": {s: counts[s] for s in statuses if counts[s]}, **({"via": via} if via else {}),
+            **({"unseen_error": True} if unseen_error else {}),
             **_fleets(doc, crits), "tests": sorted({r["test"] for r in again}), "earlier": doc}
 
 
@@ -194,6 +201,14 @@ def _named(records: list[dict], most: int = 6) -> str:
     return "; ".join(said[:most]) + (f" and {len(said) - most} more" if len(said) > most else "")
 
 
+def _strict(r: dict, unseen_error) -> dict:
+    """A carried UNSEEN under --unseen-error: the ERROR this run makes of every one."""
+    if not unseen_error or r.get("status") != unseen.STATUS:
+        return r
+    ask, why = r.get("ask") or r.get("criterion"), r.get("why") or "this machine cannot show it"
+    return {**r, "status": "ERROR", "message": unseen.error_message(str(ask), str(why))}
+
+
 def carry(again: dict, doc: dict, ids: set[str]) -> tuple[list[dict], dict, str]:
     """(the earlier run's records this run did not measure again, each stamped with its run;
     the earlier run's host facts this run lacks; what meta.rerun says of the merge). `doc` is
@@ -210,7 +225,8 @@ def carry(again: dict, doc: dict, ids: set[str]) -> tuple[list[dict], dict, str]
                            if name == now.get("profile") else "")
                         + ": the verdict is of the checks measured again alone")
     measured = {r.get("test") or (r.get("criterion"), r.get("host")) for r in mine}
-    kept = [{**r, "run": r.get("run") or again["run"]} for r in then["results"]
+    kept = [_strict({**r, "run": r.get("run") or again["run"]}, again.get("unseen_error"))
+            for r in then["results"]
             if (r.get("test") or (r.get("criterion"), r.get("host"))) not in measured
             and (r.get("host") == ALL or r.get("host") in ids)]
     facts = {h: f for h, f in (then.get("hosts") or {}).items() if h in ids and h not in doc["hosts"]}

@@ -20,6 +20,9 @@ RING_SOURCE = "nccl-tests all_reduce_perf busbw at 8 GiB, NVLS off, on 2x / 4x H
 FULL_RING = (367.2, "stas00/ml-engineering network/README.md: 367.2 GB/s on 8x H200, NCCL_NVLS_ENABLE=0")
 FULL_NVLS = (480.0, "Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md: 480.0 GB/s at 8 GiB "
                      "with NVLS")
+# the profiles issue 52 made slices of h200-8x-nvlink: --profile's "no such file" names the new one
+RENAMED = {"h200-1x": "h200-8x-nvlink@1", "h200-2x-nvlink": "h200-8x-nvlink@2",
+           "h200-4x-nvlink": "h200-8x-nvlink@4"}
 # A slice has the provider's NIC, never the server's ports: these take the nearest `derived:`
 # rule up the class's chain (nvidia-base.yaml: fleet_rate, line_rate, node_bound, ...).
 NETWORK = ("nic_rate", "net_pair_bandwidth", "multinode_allreduce_busbw", "multinode_alltoall_busbw",
@@ -69,10 +72,11 @@ def _ancestors(base) -> list:
     return [profiles.load(f) for f in reversed(base.files)]
 
 
-def _allreduce(base, n: int) -> tuple[float, str] | None:
-    """(the slice's all-reduce floor, its rule) from the class's: NVLink classes scaled by the
-    ring busbw measured at the largest measured width <= n over the class's own kind of 8-GPU
-    figure (NVLS on where the class has it: a slice runs without NVLS); PCIe: the same figure."""
+def _allreduce(base, n: int) -> tuple[float | None, str] | None:
+    """(the slice's all-reduce floor, its rule) from the class's figure at its own M GPUs: NVLink
+    classes scaled by the ring busbw measured at the largest measured width <= n over the ring's
+    at M (NVLS on at M = 8: over 8x H200's NVLS figure, as a slice runs without NVLS); PCIe: the
+    same figure. (None, why) where no measured figure relates the two: uncalibrated."""
     t = base.criteria.get("allreduce_busbw")
     if t is None or t.op != "min":
         return None
@@ -81,13 +85,27 @@ def _allreduce(base, n: int) -> tuple[float, str] | None:
         return t.value, (f"{t.value:g} {t.unit}, the class's {full}-GPU figure x 1: a ring's busbw is "
                          f"bounded by its slowest link, and {n} GPUs of a PCIe board cross no link its "
                          f"{full}-GPU ring does not")
+    nvls = bool(base.hardware.get("nvls"))
+    kind = "NVLS on" if nvls else "NVLS off"
+    rings = {**RING, 8: FULL_RING[0]}
+    if full not in rings:
+        return None, (f"no ring busbw measured at {full} GPUs (only at {', '.join(map(str, rings))}), so the "
+                      f"class's {full}-GPU figure cannot be scaled to {n} (signoff/slices.py rule, "
+                      f"docs/thresholds.md Slices); measure the slice and set it in the class's "
+                      f"slices: section")
+    if nvls and full != 8:
+        # the NVLS gain is measured at 8 GPUs only: it is not the same at fewer (none at 4 or
+        # fewer, GB200 NVL Partition User Guide), so 367.2 / 480.0 would not convert this figure
+        return None, (f"the class's {full}-GPU figure is NVLS on, and no NVLS figure at {full} GPUs is "
+                      f"measured to take its NVLS share out (signoff/slices.py rule, docs/thresholds.md "
+                      f"Slices); measure the slice and set it in the class's slices: section")
     width = max(k for k in RING if k <= n)
-    ref, ref_src = FULL_NVLS if base.hardware.get("nvls") else FULL_RING
+    ref, ref_src = FULL_NVLS if nvls else (rings[full], FULL_RING[1] if full == 8 else RING_SOURCE)
     value = round(t.value * RING[width] / ref, 1)
-    kind = "NVLS on" if base.hardware.get("nvls") else "NVLS off"
+    srcs = RING_SOURCE if ref_src == RING_SOURCE else f"{RING_SOURCE}; {ref_src}"
     return value, (f"{t.value:g} {t.unit} (the class's {full}-GPU figure, {kind}) x {RING[width]} / {ref} "
-                   f"(ring busbw of {width}x H200, NVLS off, over 8x H200's {kind}) = {value:g} {t.unit} "
-                   f"at {n} GPUs; {RING_SOURCE}; {ref_src}")
+                   f"(ring busbw of {width}x H200, NVLS off, over {full}x H200's, {kind}) = {value:g} "
+                   f"{t.unit} at {n} GPUs; {srcs}")
 
 
 def _scaling(base, n: int, b_full: float, b_n: float) -> tuple[float, str] | None:
@@ -134,6 +152,7 @@ def make(base, n: int):
     def put(crit, spec, origin, path=where):
         specs[crit], origins[crit] = spec, origin
         criteria[crit] = profiles._threshold(crit, spec, path, name)
+        uncal.pop(crit, None)
 
     chain = None
     for crit in NETWORK:  # the nearest derived rule up the chain
@@ -145,7 +164,20 @@ def make(base, n: int):
                 put(crit, dict(a.specs[crit]), dict(a.origins[crit]), a.origins[crit].get("min", where))
                 break
     own = base.slices.get(n, {})
-    if n >= 2 and (got := _allreduce(base, n)):
+    got = _allreduce(base, n) if n >= 2 else None
+    if got and got[0] is None:  # no measured figure relates N to M: uncalibrated, and what needs it
+        criteria.pop("allreduce_busbw")
+        uncal["allreduce_busbw"] = got[1]
+        specs["allreduce_busbw"] = {"uncalibrated": got[1]}
+        origins["allreduce_busbw"] = {"uncalibrated": RULE}
+        ts = criteria.get("train_scaling_host")
+        if ts is not None and ts.op == "min" and ts.value < 0.9:  # what _scaling would work out
+            why = f"worked out from the slice's allreduce_busbw, uncalibrated: {got[1]}"
+            criteria.pop("train_scaling_host")
+            uncal["train_scaling_host"] = why
+            specs["train_scaling_host"] = {"uncalibrated": why}
+            origins["train_scaling_host"] = {"uncalibrated": RULE}
+    elif got:
         value, rule = got
         t = base.criteria["allreduce_busbw"]
         keep = {k: v for k, v in specs["allreduce_busbw"].items() if k not in profiles.THRESHOLD_KEYS}

@@ -14,10 +14,20 @@ import re
 
 import pytest
 
+from signoff.printable import printable
+
 STATUS = "UNSEEN"
 PREFIX = "UNSEEN:"
 OPTION = "--unseen-error"
 ASK = "ask the provider for"
+MAX_NICS = 2  # as signoff/form/describe.py: a host's NIC list is its own to lengthen
+
+
+def text(v, n: int = 60) -> str:
+    """A value a host wrote, inert and bounded (signoff/form/judge.py's text(), the core's own copy:
+    it reaches the skip's message, results.json, junit, the cover and the plan)."""
+    s = printable(v)
+    return s if len(s) <= n else s[:n - 3] + "..."
 
 
 class CannotShow(pytest.skip.Exception):
@@ -62,7 +72,7 @@ def kind_text(facts) -> str:
     for k, word in (("vm", "VM"), ("container", "container")):
         if k in kinds(facts):
             name = (f.get(k) or {}).get("name") if isinstance(f.get(k), dict) else None
-            out.append(f"{word} ({name})" if name else word)
+            out.append(f"{word} ({text(name, 24)})" if name else word)
     return " and ".join(out)
 
 
@@ -78,25 +88,41 @@ def dcgm_unseen(facts, level) -> tuple[str, str] | None:
 
 PERMISSION = re.compile(r"permission|not permitted|EPERM|EACCES", re.I)
 XID_ASK = "the host's XID log (the NVRM: Xid lines of its kernel log, over xid_fatal's window)"
+XID_FIX = "run as root, or as a user in the adm or systemd-journal group"
+
+
+def _log_denied(facts, error: str) -> bool:
+    f = form(facts)
+    log = f.get("kernel_log") if isinstance(f.get("kernel_log"), dict) else {}
+    unreadable = log.get("readable") is False and f.get("root") is not True
+    return unreadable or bool(PERMISSION.search(error or ""))
 
 
 def xid_unseen(facts, error: str) -> tuple[str, str] | None:
-    """(ask, why) where the kernel log is unreadable for want of a permission this machine's
-    form does not give (a container, a user who is not root); a root host on bare metal whose
-    log is unreadable is a fault to fix (None: the check ERRORs as before)."""
+    """(ask, why) where the kernel log is unreadable for want of a permission a VM's or a
+    container's tenant is not given (in a container, or run as a user who is not root). On bare
+    metal the operator is the provider: an unreadable log is a fault to fix (None: the check
+    ERRORs, xid_fix() saying how), as it is for root in a VM."""
     f = form(facts)
     log = f.get("kernel_log") if isinstance(f.get("kernel_log"), dict) else {}
     root = f.get("root")
-    denied = (log.get("readable") is False and root is not True) or bool(PERMISSION.search(error or ""))
     container = "container" in kinds(facts)
-    if not denied or not (container or root is False):
+    if not kinds(facts) or not _log_denied(facts, error) or not (container or root is False):
         return None
-    where = [f"a {kind_text(facts)}"] if container else []
+    where = [f"a {kind_text(facts)}"]
     if root is False:
-        where.append(f"run as {f.get('user') or 'a user'}, not root")
-    said = log.get("why") or error
+        where.append(f"run as {text(f.get('user') or 'a user', 24)}, not root")
+    said = text(log.get("why") or error, 120)
     return XID_ASK, (f"{', '.join(where)}: the kernel log is not readable here"
                      + (f" ({said})" if said else ""))
+
+
+def xid_fix(facts, error: str) -> str:
+    """The fix said with the ERROR where the log was denied on bare metal to a user who is not
+    root ('' otherwise): the operator can give the permission."""
+    if kinds(facts) or form(facts).get("root") is True or not _log_denied(facts, error):
+        return ""
+    return f"; the kernel log needs a permission this user lacks: {XID_FIX}"
 
 
 def slice_class(profile):
@@ -124,13 +150,28 @@ def slice_text(profile, cls, n, full) -> str:
 FABRIC_ASK = "the NVLink fabric state of the server (nvidia-smi -q Fabric, the fabric manager's log)"
 
 
-def fabric_unseen(profile) -> tuple[str, str] | None:
-    """(ask, why) on a slice of a class with an NVLink fabric: the fabric manager runs on the
-    provider's host, outside the slice."""
+def fabric_class(profile):
+    """The class profile where `profile` is a slice of a class with an NVLink fabric (its rule
+    judges any fabric state NVML reports on the slice), else None."""
     got = slice_class(profile)
-    if got is None or not got[0].hardware.get("nvlink_fabric"):
+    return got[0] if got is not None and got[0].hardware.get("nvlink_fabric") else None
+
+
+def fabric_reported(fabs) -> bool:
+    """Whether NVML reports a fabric state for any GPU (signoff/fabric/judge.py unread(): a
+    state neither absent nor 0, not supported)."""
+    vals = fabs.values() if isinstance(fabs, dict) else fabs or []
+    return any(isinstance(f, dict) and f.get("state") not in (None, 0) for f in vals)
+
+
+def fabric_unseen(profile, facts, fabs) -> tuple[str, str] | None:
+    """(ask, why) on a slice of a class with an NVLink fabric, in a VM or a container, where NVML
+    reports no fabric state: the fabric manager runs on the provider's host, outside the slice.
+    A state NVML reports is judged by the class's rule; on bare metal none is the class's ERROR."""
+    if fabric_class(profile) is None or fabric_reported(fabs) or not kinds(facts):
         return None
-    return FABRIC_ASK, f"{slice_text(profile, *got)}: the fabric manager runs outside this machine"
+    return FABRIC_ASK, (f"{slice_text(profile, *slice_class(profile))}: the fabric manager runs outside "
+                        f"this machine")
 
 
 def class_ib_ports(profile):
@@ -146,16 +187,19 @@ def class_ib_ports(profile):
 
 
 def nic_unseen(profile, facts, infiniband: list, iface: str | None) -> tuple[str, str] | None:
-    """(ask, why) on a slice of a class with fixed InfiniBand ports where the host has none:
-    the server's ports are the provider's; the slice has its virtual NIC."""
+    """(ask, why) on a slice of a class with fixed InfiniBand ports, in a VM or a container, where
+    the host has none: the server's ports are the provider's; the slice has its virtual NIC. On
+    bare metal (an InfiniBand driver that did not load) the check judges as on any host."""
     got = class_ib_ports(profile)
-    if got is None or infiniband:
+    if got is None or infiniband or not kinds(facts):
         return None
     cls, t = got
     nics = [n for n in form(facts).get("nics") or [] if isinstance(n, dict) and n.get("name") != "lo"]
     mine = [n for n in nics if n.get("name") == iface] or nics
-    said = ", ".join(f"{n.get('name')} ({n.get('driver') or 'driver unknown'})" for n in mine) or \
-        (iface or "no data interface")
+    more = len(mine) - MAX_NICS
+    said = ", ".join(f"{text(n.get('name'), 24)} ({text(n.get('driver') or 'driver unknown', 24)})"
+                     for n in mine[:MAX_NICS]) + (f" and {more} more" if more > 0 else "")
+    said = said or text(iface or "no data interface", 24)
     return (f"the server's {t.extra.get('ports', 1)} x {t.value:g} {t.unit} InfiniBand ports of {cls.name}",
             f"a slice with the provider's NIC {said}")
 

@@ -122,3 +122,16 @@ def test_unlike_units_are_never_compared_and_an_unlike_baseline_is_flagged():
     assert "it was not a complete run (verdict INCOMPLETE" in w
     from signoff.report import baseline_notes
     assert any("not compared, unlike units: net_pair_bandwidth on a" in n for n in baseline_notes(got))
+
+
+def test_a_pass_the_machine_cannot_show_now_is_said_no_longer_shown_not_a_regression():
+    from signoff import report
+    before = doc(["a"], rec("nvlink_fabric", "a", 0, "== 0"), rec("gpu_temp", "a", 60, "<= 85"))
+    after = doc(["a"], rec("nvlink_fabric", "a", None, "", "UNSEEN"), rec("gpu_temp", "a", 60, "<= 85"))
+    got = baseline.compare(after, before, 0.05, "r1")
+    assert got["regressions"] == [] and [x["criterion"] for x in got["no_longer_shown"]] == ["nvlink_fabric"]
+    assert report.baseline_notes(got)[-1] == ("no longer shown (PASS in the baseline, UNSEEN now: this "
+                                              "machine cannot show it): nvlink_fabric on a")
+    # --unseen-error makes it an ERROR: a pass turned ERROR, a regression as any
+    strict = doc(["a"], rec("nvlink_fabric", "a", None, "", "ERROR"), rec("gpu_temp", "a", 60, "<= 85"))
+    assert [x["was_status"] for x in baseline.compare(strict, before, 0.05, "r1")["regressions"]] == ["PASS"]

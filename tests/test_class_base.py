@@ -164,7 +164,8 @@ def test_a_generic_name_is_judged_by_pci_id_alone():
         "GPU model NVIDIA GB300 is not NVIDIA GB200"]
     assert profiles.matches(profiles.load("h100-8x-nvlink"), {**GENERIC, "gpu_count": 8})  # no pci_ids
     # 4 GPUs of B200's PCI id: no 4-GPU class of it, so 4 of b200-8x-nvlink's 8 (a slice)
-    assert profiles.auto_select({**GENERIC, "pci_device_id": "2901"}).name == "b200-8x-nvlink@4"
+    rented = {**GENERIC, "pci_device_id": "2901", "rented": True}  # a VM's or container's
+    assert profiles.auto_select(rented).name == "b200-8x-nvlink@4"
     with pytest.raises(InputError, match=r"no profile in .* matches 16 x NVIDIA Graphics Device "
                                          r"\(PCI device 2901\) \(NVLink\)"):
         profiles.auto_select({**GENERIC, "pci_device_id": "2901", "gpu_count": 16})

@@ -27,6 +27,7 @@ from signoff.form import describe, judge
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "recorded" / "form" / "rented-h100-vm.json"
+FAKE_METAL = ROOT / "tests" / "recorded" / "form" / "fake-metal-aws-dmi-bluefield-virtio.json"
 PROBE = ROOT / "signoff" / "form" / "probe_form.py"
 MB, GB = 1 << 20, 10 ** 9
 
@@ -119,6 +120,7 @@ def test_this_machine_reads_as_its_markers_say():
     assert ("vm" in form["kinds"]) == bool(form["vm"]["by"])
     if re.search(r"^flags\s*:.*\bhypervisor\b", flags, re.M):
         assert "cpuinfo: hypervisor flag" in form["vm"]["by"] and "vm" in form["kinds"]
+    assert not [b for b in form["vm"]["by"] if b.startswith(("dmi:", "pci:"))]  # hints only, never deciding
     if os.path.exists("/.dockerenv"):
         assert "/.dockerenv" in form["container"]["by"] and form["container"]["name"] == "docker"
     assert form["shm"]["bytes"] == os.statvfs("/dev/shm").f_blocks * os.statvfs("/dev/shm").f_frsize
@@ -166,6 +168,9 @@ def _recorded_tree(tmp_path: Path, rec: dict) -> Path:
     (proc / "self").mkdir(parents=True)
     (proc / "sys" / "kernel").mkdir(parents=True)
     (proc / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: {rec['cpuinfo_flags']}\n")
+    for key, val in rec.get("dmi", {}).items():  # the recorded VM had no DMI files
+        (sys_ / "class" / "dmi" / "id").mkdir(parents=True, exist_ok=True)
+        (sys_ / "class" / "dmi" / "id" / key).write_text(val + "\n")
     (proc / "self" / "cgroup").write_text(rec["cgroup"] + "\n")
     (proc / "sys" / "kernel" / "dmesg_restrict").write_text(rec["dmesg_restrict"] + "\n")
     d = rec["root_disk"]
@@ -186,7 +191,7 @@ def _recorded_tree(tmp_path: Path, rec: dict) -> Path:
     for name, nic in rec["net"].items():
         drv = sys_ / "bus" / "virtio" / "drivers" / nic["driver"]
         drv.mkdir(parents=True, exist_ok=True)
-        dev = sys_ / "devices" / "pci0000:00" / "virtio1"
+        dev = sys_ / "devices" / "pci0000:00" / f"{name}-dev"
         dev.mkdir(parents=True)
         (dev / "driver").symlink_to(drv)
         n = sys_ / "class" / "net" / name
@@ -205,19 +210,29 @@ def _recorded_tree(tmp_path: Path, rec: dict) -> Path:
     return tmp_path
 
 
-@pytest.fixture
-def recorded_form(tmp_path, monkeypatch) -> tuple[dict, dict]:
-    """(form, record): the probe's reading of the recorded rented H100 VM's files; what the
-    kernel gives by system calls (/dev/shm's size, RLIMIT_MEMLOCK, the CPUs allowed) as recorded."""
-    rec = json.loads(RECORDED.read_text())
+def _probe_on(tmp_path, monkeypatch, rec: dict, detect_virt=None, env=None) -> dict:
+    """The real probe's reading of a machine's sysfs, proc and / as `rec` records them;
+    systemd-detect-virt answers `detect_virt` (flag -> its output; none installed by default);
+    the login's environment has `env`'s KUBERNETES_SERVICE_HOST, else none."""
     tree = _recorded_tree(tmp_path, rec)
     probe = _load(PROBE, "form_probe_recorded")
     monkeypatch.setattr(probe, "SYS", str(tree / "sys"))
     monkeypatch.setattr(probe, "PROC", str(tree / "proc"))
     monkeypatch.setattr(probe, "ROOT", str(tree / "root"))
-    monkeypatch.setattr(probe, "_detect_virt", lambda flag: None)  # none installed there
+    monkeypatch.setattr(probe, "_detect_virt", lambda flag: (detect_virt or {}).get(flag))
     monkeypatch.setattr(probe, "_mount_of", lambda path, _m=probe._mount_of: _m("/"))  # its root fs
-    form = probe.read("/")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # this machine's, not the recording's
+    for k, v in (env or {}).items():
+        monkeypatch.setenv(k, v)
+    return probe.read("/")
+
+
+@pytest.fixture
+def recorded_form(tmp_path, monkeypatch) -> tuple[dict, dict]:
+    """(form, record): the probe's reading of the recorded rented H100 VM's files; what the
+    kernel gives by system calls (/dev/shm's size, RLIMIT_MEMLOCK, the CPUs allowed) as recorded."""
+    rec = json.loads(RECORDED.read_text())
+    form = _probe_on(tmp_path, monkeypatch, rec)
     form["shm"] = {"path": "/dev/shm", "bytes": rec["shm_bytes"], "error": None}
     form["memlock"], form["cpus_allowed"] = rec["memlock"], list(range(16))
     form["visible"] = rec["form"]["visible"]  # no /dev/nvidia0 nor torch here: as recorded
@@ -230,8 +245,9 @@ def test_recorded_rented_h100_vm_reads_as_a_vm_and_a_container(recorded_form):
     assert {k: v for k, v in form.items() if k not in own} == \
         {k: v for k, v in rec["form"].items() if k not in own}  # the recording is the probe's reading
     assert form["kinds"] == ["vm", "container"]
-    assert form["vm"]["by"] == ["cpuinfo: hypervisor flag", "pci: 2 virtio device(s)"]
-    assert form["container"] == {"name": "docker", "by": ["/.dockerenv"]}  # its cgroup names no runtime
+    assert form["vm"] == {"name": "kvm", "by": ["cpuinfo: hypervisor flag"],  # the kernel's view decides
+                          "hints": ["pci: 2 virtio device(s)"]}  # virtio only names it
+    assert form["container"] == {"name": "docker", "by": ["/.dockerenv"], "hints": []}  # cgroup: no runtime
     assert form["nics"] == [{"name": "eth0", "driver": "virtio_net", "speed_mbps": None, "virtual": True,
                              "vf": False}]
     assert form["disk"] == {"path": "/", "device": "vda", "driver": "virtio_blk", "rotational": True,
@@ -257,6 +273,42 @@ def test_recorded_rented_h100_vm_passes_the_form_checks(recorded_form):
     assert status == "PASS" and r["measured"] == 0
     status, _, r = run_check("cpu_numa_affinity", facts, "h100-8x-nvlink", gpus)
     assert status == "PASS" and "one NUMA node" in r["note"]
+
+
+def test_fake_metal_with_cloud_dmi_and_dpu_virtio_reads_as_bare_metal_with_hints(tmp_path, monkeypatch):
+    """A bare-metal server whose DMI says "Amazon EC2" (a .metal instance) and whose BlueField DPU
+    emulates a virtio-net device (0x1af4), without the CPU's hypervisor flag: bare metal, the two
+    kept as hints and said, so its missing DCGM stays an ERROR (no UNSEEN)."""
+    from signoff import unseen
+    rec = json.loads(FAKE_METAL.read_text())
+    form = _probe_on(tmp_path, monkeypatch, rec)
+    assert form["kinds"] == []
+    assert form["vm"] == {"name": None, "by": [], "hints": ["dmi: Amazon EC2", "pci: 1 virtio device(s)"]}
+    assert form["container"] == {"name": None, "by": [], "hints": []}
+    assert describe.line(form).startswith("bare metal (DMI: Amazon EC2, a .metal instance?; 1 virtio "
+                                          "device(s) on PCI, a DPU's virtio emulation?); user ")
+    facts = facts_of(form)
+    assert unseen.kinds(facts) == [] and unseen.dcgm_unseen(facts, 3) is None
+    # systemd-detect-virt --vm "none" agrees; a hypervisor it names (the SMBIOS VM bit) decides a VM
+    assert _probe_on(tmp_path / "none", monkeypatch, rec, {"--vm": "none"})["kinds"] == []
+    vm = _probe_on(tmp_path / "vm", monkeypatch, rec, {"--vm": "amazon"})
+    assert vm["kinds"] == ["vm"] and vm["vm"]["name"] == "amazon"
+    assert vm["vm"]["by"] == ["systemd-detect-virt: amazon"] and describe.kinds(vm) == "a VM (amazon)"
+    assert unseen.dcgm_unseen(facts_of(vm), 3) is not None
+
+
+def test_fake_metal_with_kubernetes_env_alone_is_no_container(tmp_path, monkeypatch):
+    """KUBERNETES_SERVICE_HOST alone (an inherited variable, no namespace marker) is a hint, never
+    a container; beside a strong marker it names the runtime kubernetes."""
+    rec = json.loads(FAKE_METAL.read_text())
+    form = _probe_on(tmp_path, monkeypatch, rec, env={"KUBERNETES_SERVICE_HOST": "10.96.0.1"})
+    assert form["kinds"] == [] and form["container"] == {"name": None, "by": [],
+                                                         "hints": ["KUBERNETES_SERVICE_HOST"]}
+    assert "KUBERNETES_SERVICE_HOST set, no container marker" in describe.kinds(form)
+    pod_rec = {**rec, "cgroup": "0::/kubepods.slice/kubepods-pod1.slice"}
+    pod = _probe_on(tmp_path / "pod", monkeypatch, pod_rec, env={"KUBERNETES_SERVICE_HOST": "10.96.0.1"})
+    assert pod["kinds"] == ["container"] and pod["container"]["name"] == "kubernetes"
+    assert pod["container"]["by"] == ["cgroup: /kubepods.slice/kubepods-pod1.slice"]
 
 
 # ------------------------------------------------------------------ the checks, each failed on purpose

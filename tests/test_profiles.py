@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff import InputError, profiles
+from signoff import InputError, picking, profiles, slices
 from signoff.profiles import Threshold
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,8 +204,8 @@ def test_matches_explains_a_class_mismatch():
 
 
 @pytest.mark.parametrize("hw, name", [
-    ({**H200, "gpu_count": 4}, "h200-8x-nvlink@4"),
-    ({**H200, "gpu_count": 2}, "h200-8x-nvlink@2"),
+    ({**H200, "gpu_count": 4, "rented": True}, "h200-8x-nvlink@4"),  # a VM's or container's slice
+    ({**H200, "gpu_count": 2, "rented": True}, "h200-8x-nvlink@2"),
     ({**H200, "gpu_count": 8}, "h200-8x-nvlink"),
     ({"gpu_model": "NVIDIA A100-SXM4-80GB", "gpu_count": 8, "nvlink": True}, "a100-80gb-8x-nvlink"),
     ({"gpu_model": "NVIDIA A100-SXM4-40GB", "gpu_count": 8, "nvlink": True}, "a100-40gb-8x-nvlink"),
@@ -444,21 +444,22 @@ def test_a_site_profile_of_a_class_inherits_its_slices_and_a_path_takes_n(write_
 def test_auto_picks_the_slice_of_the_class_of_its_model(n, nvlink, name):
     """A rented 1x H100 (no NVLink: one GPU) and 2 or 4 NVLinked H100s: no class of that count,
     so --profile auto picks that many GPUs of h100-8x-nvlink."""
-    assert profiles.auto_select({**H100, "gpu_count": n, "nvlink": nvlink}).name == name
+    assert profiles.auto_select({**H100, "gpu_count": n, "nvlink": nvlink, "rented": True}).name == name
 
 
 def test_auto_prefers_the_exact_class_and_says_the_slices_it_tried(write_profile, tmp_path):
     write_profile("local", "criteria: {}\n")
     write_profile("big", "hardware: {gpu_model: 'G1', gpu_count: 8, interconnect: nvlink}\n")
-    assert profiles.auto_select({"gpu_model": "G1", "gpu_count": 2, "nvlink": True}, tmp_path).name == "big@2"
+    g1 = {"gpu_model": "G1", "nvlink": True, "rented": True}
+    assert profiles.auto_select({**g1, "gpu_count": 2}, tmp_path).name == "big@2"
     write_profile("two", "hardware: {gpu_model: 'G1', gpu_count: 2}\n")  # an exact class wins
-    assert profiles.auto_select({"gpu_model": "G1", "gpu_count": 2, "nvlink": True}, tmp_path).name == "two"
+    assert profiles.auto_select({**g1, "gpu_count": 2, "rented": False}, tmp_path).name == "two"
     with pytest.raises(InputError, match=r"matches 4 x G1 \(no NVLink\) \(slices tried: big@4 \(no NVLink "
                                          r"where NVLink is required\)\); pass --profile NAME"):
-        profiles.auto_select({"gpu_model": "G1", "gpu_count": 4, "nvlink": False}, tmp_path)
+        profiles.auto_select({**g1, "gpu_count": 4, "nvlink": False}, tmp_path)
     write_profile("other", "hardware: {gpu_model: 'G.*', gpu_count: 8}\n")
     with pytest.raises(InputError, match="several profiles match 4 x G1 .*: big@4, other@4"):
-        profiles.auto_select({"gpu_model": "G1", "gpu_count": 4, "nvlink": True}, tmp_path)
+        profiles.auto_select({**g1, "gpu_count": 4}, tmp_path)
 
 
 def test_a_class_base_picks_a_variants_slice(write_profile, tmp_path):
@@ -466,7 +467,8 @@ def test_a_class_base_picks_a_variants_slice(write_profile, tmp_path):
     write_profile("v40", "extends: base\nhardware: {gpu_model: 'A40', gpu_count: 8}\n")
     write_profile("v80", "extends: base\nhardware: {gpu_model: 'A80', gpu_count: 8}\n")
     prof, line = profiles.pick_variant(profiles.load("base", tmp_path),
-                                       {"n1": {"gpu_model": "A80", "gpu_count": 2, "nvlink": True}})
+                                       {"n1": {"gpu_model": "A80", "gpu_count": 2, "nvlink": True,
+                                               "rented": True}})
     assert prof.name == "v80@2" and prof.slice_of == "v80" and "picked v80@2" in line
 
 
@@ -488,3 +490,110 @@ def test_list_and_show_profile_show_the_slices(capsys):
     out = capsys.readouterr().out
     assert re.search(r"(?m)^  allreduce_busbw: >= 327.5 GB/s +\[thresholds/h200-8x-nvlink.yaml slices.2\]$",
                      out), out
+
+
+# A rented slice vs a broken server (issue 52 review): fewer GPUs than the class is a slice only
+# where the form says rented, and never where the PCI bus shows GPUs NVML does not list
+BARE7 = {**H100, "gpu_count": 7, "nvlink": True, "rented": False, "pci_gpus": 8}
+
+
+def test_auto_refuses_a_slice_on_bare_metal_a_gpu_fell_off():
+    """7 of an HGX H100's 8 on bare metal: a GPU off the bus, never a 7-GPU slice that PASSes;
+    in a VM whose PCI bus shows the 8th, refused too; a form not read is not a rented one; an
+    explicit <class>@N is still the user's to pass anywhere."""
+    with pytest.raises(InputError, match=re.escape(
+            "--profile auto: 7 x NVIDIA H100 80GB HBM3 (NVLink) on bare metal is 7 of h100-8x-nvlink's 8 "
+            "GPUs: a GPU missing (fallen off the bus, disabled)? A slice is a VM's or a container's; to "
+            "judge this host as one anyway pass --profile h100-8x-nvlink@7")):
+        profiles.auto_select(BARE7)
+    with pytest.raises(InputError, match=r"in a VM is 7 of h100-8x-nvlink's 8 GPUs, but its PCI bus shows "
+                                         r"8 NVIDIA GPUs where NVML lists 7: a GPU missing .*--profile h100"):
+        profiles.auto_select({**BARE7, "rented": True})
+    seven = profiles.load("h100-8x-nvlink@7")  # the user's to pass
+    assert seven.hardware["gpu_count"] == 7
+    assert picking.not_a_slice({**H100, "gpu_count": 7, "nvlink": True}, [seven]).startswith(
+        "7 x NVIDIA H100 80GB HBM3 (NVLink) on a host whose form was not read (bare metal, a VM or a "
+        "container?) is 7 of h100-8x-nvlink's 8 GPUs: a GPU missing")
+    assert picking.not_a_slice({**BARE7, "rented": True, "pci_gpus": 7}, [seven]) is None
+
+
+def test_a_class_base_refuses_a_bare_metal_tray_short_of_a_gpu():
+    """A GB200 tray with 3 of its 4 GPUs on bare metal under --profile blackwell-nvl72: refused,
+    not a gb200-nvl72@3 that PASSes; a host of the whole class still votes beside it."""
+    tray = {"gpu_model": "NVIDIA GB200", "gpu_count": 3, "nvlink": True, "pci_device_id": "2941",
+            "rented": False, "pci_gpus": 3}
+    base = profiles.load("blackwell-nvl72")
+    with pytest.raises(InputError, match=re.escape(
+            "--profile blackwell-nvl72: t1's 3 x NVIDIA GB200 (NVLink) on bare metal is 3 of gb200-nvl72's 4 "
+            "GPUs: a GPU missing (fallen off the bus, disabled)? A slice is a VM's or a container's; to "
+            "judge this host as one anyway pass --profile gb200-nvl72@3")):
+        profiles.pick_variant(base, {"t1": tray})
+    prof, line = profiles.pick_variant(base, {"t1": tray, "t2": {**tray, "gpu_count": 4}})
+    assert prof.name == "gb200-nvl72" and line.endswith("t1: not of it (FAIL its class checks)"), line
+    assert profiles.pick_variant(base, {"t1": {**tray, "rented": True}})[0].name == "gb200-nvl72@3"
+
+
+def fake_facts(gpus: int, pci: int | None, kinds: list | None) -> dict:
+    """A sysinfo document's NVML and form parts, as HostView reads them (a fake: no GPU here)."""
+    gpu = {"name": H100["gpu_model"], "nvlink": {"links": 18}, "pci_device_id": "2330"}
+    facts = {"nvidia": {"available": True, "gpus": [gpu] * gpus, "pci_devices": pci}}
+    if kinds is not None:
+        facts["preflight"] = {"form": {"kinds": kinds}}
+    return facts
+
+
+@pytest.mark.parametrize("gpus, pci, kinds, rented, pci_gpus, pick", [
+    (7, 8, [], False, 8, None),  # bare metal, a GPU off the bus: refused
+    (7, 8, ["vm"], True, 8, None),  # a VM that has the 8th on its bus but not in NVML: refused
+    (1, 1, ["vm"], True, 1, "h100-8x-nvlink@1"),
+    (2, 8, ["container"], True, None, "h100-8x-nvlink@2"),  # a container sees the host's whole bus
+    (2, 8, ["vm", "container"], True, None, "h100-8x-nvlink@2"),
+    (2, 2, None, None, 2, None),  # an older host document: no form, not known to be rented
+])
+def test_the_fake_hosts_hardware_carries_its_form_and_pci_gpus_to_the_vote(gpus, pci, kinds, rented, pci_gpus,
+                                                                           pick):
+    """What HostView.hardware gives the vote: the form's rented, the PCI bus's GPUs outside a
+    container; auto's slice step (candidates, then not_a_slice) on it."""
+    from collections import Counter
+
+    from signoff.fixtures import HostView
+    hw = HostView("n1", fake_facts(gpus, pci, kinds), None).hardware
+    assert (hw["gpu_count"], hw["rented"], hw["pci_gpus"]) == (gpus, rented, pci_gpus)
+    key, _ = Counter([tuple(sorted(hw.items()))]).most_common(1)[0]  # the vote's key is hashable
+    found = slices.candidates(dict(key), [profiles.load("h100-8x-nvlink")])[0]  # auto's slice step
+    assert [s.name for s in found] == [f"h100-8x-nvlink@{gpus}"]
+    why = picking.not_a_slice(dict(key), found)
+    assert why is None if pick else "a GPU missing" in why, why
+    assert profiles.hardware_text(hw) == f"{gpus} x NVIDIA H100 80GB HBM3 (NVLink)"
+
+
+@pytest.mark.parametrize("old, new", [("h200-1x", "h200-8x-nvlink@1"), ("h200-2x-nvlink", "h200-8x-nvlink@2"),
+                                      ("h200-4x-nvlink", "h200-8x-nvlink@4")])
+def test_a_removed_h200_profile_name_says_its_slice(old, new):
+    with pytest.raises(InputError, match=rf"profile '{old}': no such file .*; {old} is now {new} "
+                                         rf"\({new[-1]} of h200-8x-nvlink's 8 GPUs, a slice\); a profile "):
+        profiles.load(old)
+    assert profiles.load(new).hardware["gpu_count"] == int(new[-1])
+
+
+def test_a_4_gpu_class_scales_its_slices_all_reduce_by_the_ring_at_4_gpus(write_profile):
+    """gb200-nvl72 and gb300-nvl72 (4 GPUs, NVLS off): f(N) = ring(N') / ring(4) = 344.7 / 364.8,
+    not over 8x H200's 367.2. Where no ring figure at the class's own M is measured, or the class's
+    figure is NVLS at M != 8 (the NVLS gain at M unknown), the slice's all-reduce is uncalibrated,
+    saying why, and so is the training step's scaling that is worked out from it."""
+    for name, full in (("gb200-nvl72", 597), ("gb300-nvl72", 617)):
+        assert profiles.load(name).hardware["nvls"] is False
+        for n in (2, 3):
+            t = profiles.load(f"{name}@{n}").threshold("allreduce_busbw")
+            assert t.value == round(full * 344.7 / 364.8, 1), t
+            assert f"{full} GB/s (the class's 4-GPU figure, NVLS off) x 344.7 / 364.8 (ring busbw of 2x " \
+                   f"H200, NVLS off, over 4x H200's, NVLS off)" in t.provisional, t.provisional
+    assert profiles.load("gb200-nvl72@2").threshold("allreduce_busbw").value == 564.1
+    nvls4 = write_profile("nvls4", "extends: gb200-nvl72\nhardware: {nvls: true}\n")
+    six = write_profile("six", "extends: h100-8x-nvlink\nhardware: {gpu_count: 6, nvls: false}\n")
+    for path, why in ((nvls4, "the class's 4-GPU figure is NVLS on, and no NVLS figure at 4 GPUs"),
+                      (six, "no ring busbw measured at 6 GPUs")):
+        s = profiles.load(f"{path}@2")
+        assert "allreduce_busbw" not in s.criteria and why in s.uncalibrated["allreduce_busbw"], s
+        assert "train_scaling_host" not in s.criteria
+        assert "allreduce_busbw, uncalibrated: " in s.uncalibrated["train_scaling_host"]

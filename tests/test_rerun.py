@@ -92,3 +92,35 @@ def test_the_verdict_is_the_whole_sheets_each_record_stamped_with_its_run():
     kept, _, said = rerun.carry(again, {**now, "meta": {**now["meta"], "profile_sha256": "y"}}, {"h1", "h2"})
     assert kept == [] and said.startswith("not merged with run r1's results: it was judged by profile lab, "
                                           "this rerun by lab (the same name, other thresholds"), said
+
+
+def test_unseen_error_reruns_the_unseen_and_carries_none_as_a_pass(tmp_path):
+    """--unseen-error: an earlier run's UNSEEN did not pass either, so it is rerun (not "nothing to
+    rerun"), and one not measured again is carried as the ERROR the option makes of it."""
+    import types
+    d = tmp_path / "earlier"
+    d.mkdir()
+    ask = "the NVLink fabric state"
+    then = {"verdict": "PASS", "meta": {"run": "r1", "profile": "lab", "profile_sha256": "x"},
+            "hosts": {"h1": {}, "h2": {}},
+            "results": [record("test_a[h1]", "PASS"), record("test_f[h1]", "UNSEEN", ask=ask, why="a slice"),
+                        record("test_f[h2]", "UNSEEN", ask=ask, why="a slice")]}
+    (d / "results.json").write_text(json.dumps(then))
+    with pytest.raises(InputError, match="passed or was N.A. or UNSEEN: nothing to rerun"):
+        rerun.load(str(d))
+
+    def option(strict):
+        return types.SimpleNamespace(stash=pytest.Stash(), getoption=lambda name, default=None: {
+            "rerun": str(d), "unseen_error": strict}.get(name, default))
+    with pytest.raises(InputError, match="nothing to rerun"):
+        rerun.of(option(False))
+    again = rerun.of(option(True))
+    assert again["tests"] == ["acceptance/t.py::test_f[h1]", "acceptance/t.py::test_f[h2]"]
+    assert again["statuses"] == {"UNSEEN": 2} and again["unseen_error"] is True
+    now = {"meta": {"run": "r2", "profile": "lab", "profile_sha256": "x"}, "hosts": {"h1": {}},
+           "results": [record("test_f[h1]", "ERROR", run="r2")]}  # h2's not measured again
+    kept, _, said = rerun.carry(again, now, {"h1", "h2"})
+    assert [(r["test"].split("::")[1], r["status"]) for r in kept] == [("test_a[h1]", "PASS"),
+                                                                     ("test_f[h2]", "ERROR")]
+    assert kept[1]["message"] == f"a slice: cannot be shown here (--unseen-error): ask the provider for {ask}"
+    assert "1 ERROR" in said

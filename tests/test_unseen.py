@@ -131,9 +131,67 @@ def test_the_form_decides_unseen_and_bare_metal_stays_an_error():
     assert ask == XID and why.startswith("a VM (kvm) and container (docker), run as tenant, not root: the "
                                          "kernel log is not readable here (dmesg: read kernel buffer failed")
     assert unseen.xid_unseen(metal_root, "dmesg: Operation not permitted") is None  # root on metal: fix it
-    plain = {"preflight": {"form": {"kinds": [], "root": False, "user": "u"}}}
-    assert unseen.xid_unseen(plain, "dmesg: read kernel buffer failed: Operation not permitted")[0] == XID
-    assert unseen.xid_unseen(plain, "journalctl: no kernel messages") is None  # not a permission
+    vm_user = {"preflight": {"form": {"kinds": ["vm"], "vm": {"name": "kvm"}, "root": False, "user": "u"}}}
+    assert unseen.xid_unseen(vm_user, "dmesg: read kernel buffer failed: Operation not permitted") == \
+        (XID, "a VM (kvm), run as u, not root: the kernel log is not readable here (dmesg: read kernel "
+              "buffer failed: Operation not permitted)")
+    assert unseen.xid_unseen(vm_user, "journalctl: no kernel messages") is None  # not a permission
+
+
+def test_bare_metal_run_as_a_user_is_an_error_with_its_fix_never_unseen():
+    """On bare metal the operator is the provider: a log the user may not read is the run's to fix."""
+    denied = "dmesg: read kernel buffer failed: Operation not permitted"
+    for metal in ({"preflight": {"form": {"kinds": [], "root": False, "user": "u"}}},
+                  {"preflight": {"form": {"kinds": [], "root": False, "kernel_log": {"readable": False}}}}):
+        assert unseen.xid_unseen(metal, denied) is None
+        assert unseen.xid_fix(metal, denied) == ("; the kernel log needs a permission this user lacks: run "
+                                                 "as root, or as a user in the adm or systemd-journal group")
+    assert unseen.xid_fix({"preflight": {"form": {"kinds": [], "root": True}}}, denied) == ""
+    assert unseen.xid_fix({"preflight": {"form": FORM}}, denied) == ""  # a VM's: UNSEEN instead
+
+
+SLICE = "h200-8x-nvlink@2"  # a slice of a class with an NVLink fabric and 8 InfiniBand ports
+METAL = {"preflight": {"form": {"kinds": [], "root": True, "user": "root",
+                                "nics": [{"name": "eth0", "driver": "ixgbe"}]}}}
+
+
+def test_fake_fabric_state_nvml_reports_on_a_slice_is_judged_and_none_unseen_only_in_a_vm():
+    """Fake GPU fabric facts (no NVSwitch here): a state NVML reports on a slice is the class's to
+    judge, whatever the form; none reported is UNSEEN in a VM, the class's ERROR on bare metal."""
+    prof, vm = profiles.load(SLICE), {"preflight": {"form": FORM}}
+    not_started = {0: {"state": 1, "status": 0}, 1: {"state": 1, "status": 0}}
+    none = {0: {"state": 0, "error": "NotSupported"}, 1: None}
+    assert unseen.fabric_class(prof).name == "h200-8x-nvlink"
+    assert unseen.fabric_unseen(prof, vm, not_started) is None  # judged: NOT_STARTED FAILs
+    assert unseen.fabric_unseen(prof, vm, none) == (unseen.FABRIC_ASK, "a slice of 2 of the 8 GPUs of "
+                                                    "h200-8x-nvlink: the fabric manager runs outside this "
+                                                    "machine")
+    assert unseen.fabric_unseen(prof, METAL, none) is None and unseen.fabric_unseen(prof, {}, none) is None
+    assert unseen.fabric_unseen(profiles.load("h200-8x-nvlink"), vm, none) is None  # the class: no slice
+
+
+def test_fake_nic_facts_a_slice_without_infiniband_is_unseen_only_in_a_vm_or_container():
+    prof = profiles.load(SLICE)
+    assert unseen.nic_unseen(prof, {"preflight": {"form": FORM}}, [], "eth0")[1] == \
+        "a slice with the provider's NIC eth0 (virtio_net)"
+    assert unseen.nic_unseen(prof, METAL, [], "eth0") is None  # bare metal: its IB driver did not load
+    assert unseen.nic_unseen(prof, {}, [], None) is None
+
+
+def test_a_hostile_form_gives_bounded_words_to_every_unseen():
+    """A form of megabytes (names, user, the log's why, a thousand NICs) reaches the skip, results.json,
+    junit, the cover and the plan only cut: each value as signoff/form/judge.py text(), two NICs."""
+    big = HOSTILE * 200_000
+    nics = [{"name": f"{big[:30_000]}{i}", "driver": big} for i in range(1000)]
+    hostile = {"preflight": {"form": {
+        "kinds": ["vm", "container"], "vm": {"name": big}, "container": {"name": big}, "root": False,
+        "user": big, "kernel_log": {"readable": False, "why": big}, "nics": nics}}}
+    why = [unseen.xid_unseen(hostile, big)[1], unseen.dcgm_unseen(hostile, 3)[1],
+           unseen.nic_unseen(profiles.load(SLICE), hostile, [], None)[1]]
+    assert all(len(w) < 400 for w in why), [len(w) for w in why]
+    assert why[2].endswith(" and 998 more") and why[2].count("(") == 2, why[2]
+    assert all("\x1b" not in w for w in why)
+    assert len(unseen.text(big, 120)) == 120
 
 
 def test_plan_says_unseen_before_anything_runs_and_error_under_the_option():
@@ -163,12 +221,16 @@ def test_plan_says_unseen_before_anything_runs_and_error_under_the_option():
     assert len([x for x in strict if preflight.PREDICTS.search(x) and "(--unseen-error)" in x]) == 3, strict
 
 
-def accept(tmp_path: Path, *args: str) -> tuple:
+def accept(tmp_path: Path, *args: str, form=FORM, change=lambda facts: None) -> tuple:
     """dcgm_diag, the XID checks, nvlink_fabric, nic_link and gpu_model on the recorded 2x H200 as a
     2-GPU slice of h200-8x-nvlink, its sysinfo's form a VM in a container run as a user without the
     kernel log (its recorded log absent); this machine's own DCGM (none) and ports (no InfiniBand)."""
     inv = recorded_host(tmp_path, {"SIGNOFF_KERNEL_LOG": tmp_path / "no-access.log"})
-    recorded_facts(tmp_path, lambda f: f.setdefault("preflight", {}).update(form=FORM))
+
+    def put(facts):
+        facts.setdefault("preflight", {}).update(form=form)
+        change(facts)
+    recorded_facts(tmp_path, put)
     rd = tmp_path / "report"
     sheet = [f"acceptance/test_{f}.py" for f in ("dcgm", "health", "fabric", "network", "gpu_health")]
     p = subprocess.run([sys.executable, "-m", "pytest", *sheet,
@@ -211,3 +273,40 @@ def test_recorded_unseen_error_makes_each_an_error_exit_2(tmp_path):
             f"cannot be shown here (--unseen-error): ask the provider for {ask}"), r[crit]
         assert r[crit]["ask"] == ask
     assert r["gpu_model"]["status"] == "PASS" and p.returncode == 2, p.stdout[-2000:]
+
+
+def test_recorded_bare_metal_slice_with_fake_fabric_not_started_is_judged_never_unseen(tmp_path):
+    """The recorded 2x H200 on bare metal run as a user (no kernel log), its GPUs' fabric NOT_STARTED
+    as a fake NVML reports it (fabric_fake: no NVSwitch here): nvlink_fabric FAILs by the class's
+    rule, the XID checks ERROR saying the fix, nic_link and dcgm_diag are not UNSEEN."""
+    import fabric_fake
+    metal = {"kinds": [], "root": False, "user": "ops", "kernel_log": {"readable": False, "why": "EPERM"},
+             "nics": [{"name": "eth0", "driver": "ixgbe"}]}
+
+    def fm_down(facts):
+        for g, fab in zip(facts["nvidia"]["gpus"], fabric_fake.read([fabric_fake.FM_DOWN] * 2)):
+            g["fabric"] = fab
+    p, _, r = accept(tmp_path, form=metal, change=fm_down)
+    fab = r["nvlink_fabric"]
+    assert fab["status"] == "FAIL" and "fabric state not started" in fab["message"], fab
+    for crit in ("xid_history", "xid_during_run"):
+        assert r[crit]["status"] == "ERROR" and r[crit]["message"].endswith(
+            "run as root, or as a user in the adm or systemd-journal group"), r[crit]
+    assert r["dcgm_diag"]["status"] == "ERROR" and r["nic_link"]["status"] != "UNSEEN", r["nic_link"]
+    assert "UNSEEN" not in {x["status"] for x in r.values()} and p.returncode != 0
+    assert r["nic_link"]["message"] == ("N.A.: gpunode: single host and no data_iface named in the "
+                                        "inventory"), r["nic_link"]  # as on any host of one
+
+
+def test_a_host_of_errors_and_unseen_is_one_that_did_not_answer():
+    """UNSEEN judges nothing, as N.A.: lab1's one ERROR on every check (and an UNSEEN) is a host
+    that did not answer, said on its own, so the FAIL lab2 and lab3 share stays the run's one line."""
+    checks = ("gpu_model", "gpu_temp", "hbm_bandwidth")
+    down = [rec("ERROR", "lab1", c, message="lab1: unreachable: ssh: connection refused") for c in checks]
+    hbm = [rec("FAIL", h, "hbm_bandwidth", measured=2900.0, unit="GB/s", expected=">= 3000 GB/s",
+               message=f"{h}: hbm_bandwidth = 2900 GB/s, expected >= 3000 GB/s") for h in ("lab2", "lab3")]
+    ok = [rec("PASS", h, c) for h in ("lab2", "lab3") for c in checks[:2]]
+    lines = [report.problem_line(g) for g in report.problem_groups(down + hbm + ok + [seen("lab1")])]
+    assert [x[0] for x in lines] == ["2 hosts lab[2-3]", "lab1"], lines
+    assert lines[0][2].startswith("every host alike: more likely the profile"), lines  # not each host's
+    assert lines == [report.problem_line(g) for g in report.problem_groups(down + hbm + ok)]

@@ -52,7 +52,7 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     rented = None if optional else unseen.dcgm_unseen(facts, judge.level_of(t.extra if t else {}))
     if rented:  # the check's own words (acceptance/test_dcgm.py)
         ask, why = rented
-        return [f"dcgm: {pf['error']}"], [unseen.plan_line("dcgm_diag", ask, f"{why}: {pf['error']}",
-                                                            ctx.config)]
+        said = f"{why}: {unseen.text(pf['error'], 120)}"  # the host's words, bounded
+        return [f"dcgm: {pf['error']}"], [unseen.plan_line("dcgm_diag", ask, said, ctx.config)]
     verdict = "N.A. (optional in the profile)" if optional else "ERROR"
     return [f"dcgm: {pf['error']}"], [f"dcgm_diag {verdict}: {pf['error']}"]

@@ -35,10 +35,11 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
 
 
 def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
-    """`signoff plan`: on a slice of a class with an NVLink fabric, nvlink_fabric is UNSEEN (its
-    fabric manager runs on the provider's host), in the check's own words."""
+    """`signoff plan`: on a slice of a class with an NVLink fabric, in a VM or a container, whose
+    GPUs report no fabric state, nvlink_fabric is UNSEEN (its fabric manager runs on the
+    provider's host), in the check's own words."""
     from signoff import unseen
     if ctx.profile is None or not ctx.checks("nvlink_fabric") or not (facts.get("nvidia") or {}).get("gpus"):
         return [], []
-    got = unseen.fabric_unseen(ctx.profile)
+    got = unseen.fabric_unseen(ctx.profile, facts, [g.get("fabric") for g in facts["nvidia"]["gpus"]])
     return ([], [unseen.plan_line("nvlink_fabric", *got, ctx.config)]) if got else ([], [])

@@ -15,16 +15,36 @@ MAX_LINE = 400
 MAX_NICS = 2
 
 
+def _hints(form: dict, ks: list[str]) -> list[str]:
+    """The weak markers of a kind the probe did not decide (probe_form.py: hints), each said with
+    what else it is on bare metal: "DMI: Amazon EC2, a .metal instance?"."""
+    out = []
+    for k in ("vm", "container"):
+        part = form.get(k)
+        got = part.get("hints") if isinstance(part, dict) and k not in ks else None
+        for h in got[:4] if isinstance(got, list) else ():
+            h = str(h)
+            if h.startswith("dmi: "):
+                out.append(f"DMI: {text(h[5:], 40)}, a .metal instance?")
+            elif h.startswith("pci: "):
+                out.append(f"{text(h[5:], 40)} on PCI, a DPU's virtio emulation?")
+            else:
+                out.append(f"{text(h, 40)} set, no container marker")
+    return out
+
+
 def kinds(form: dict) -> str:
-    """'bare metal', 'a VM (kvm)', 'a container (docker)', 'a VM (kvm) and a container (docker)'."""
+    """'bare metal', 'a VM (kvm)', 'a container (docker)', 'a VM (kvm) and a container (docker)';
+    the hints of a kind not decided after it: 'bare metal (DMI: Amazon EC2, a .metal instance?)'."""
     ks = [k for k in form.get("kinds") or [] if k in ("vm", "container")]
+    hints = "; ".join(_hints(form, ks))
     if not ks:
-        return "bare metal (no VM or container marker)"
+        return f"bare metal ({hints or 'no VM or container marker'})"
     words = []
     for k in ks:
         name = (form.get(k) or {}).get("name")
         words.append(("a VM" if k == "vm" else "a container") + (f" ({text(name, 24)})" if name else ""))
-    return " and ".join(words)
+    return " and ".join(words) + (f" ({hints})" if hints else "")
 
 
 def _nic(n: dict) -> str:

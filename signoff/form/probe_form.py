@@ -1,7 +1,8 @@
 """The machine's form, cheaply (no measurement, < 0.2 s): bare metal, a VM, a container (or a VM
-and a container at once: the markers combine), who the probes run as, the kernel log's access,
-/dev/shm, the locked-memory limit, the CPUs and NUMA nodes the probes may use, the GPUs the
-environment lets CUDA see, the NICs and the storage path's disk as the provider gives them.
+and a container at once), each decided by strong markers only (weak ones are kept as hints), who
+the probes run as, the kernel log's access, /dev/shm, the locked-memory limit, the CPUs and NUMA
+nodes the probes may use, the GPUs the environment lets CUDA see, the NICs and the storage path's
+disk as the provider gives them.
 
 Shipped to every host as form.py; sysinfo's preflight() loads it beside itself and calls read();
 run alone it prints the same document. Stdlib only; every read is guarded: nothing here raises."""
@@ -15,7 +16,8 @@ import sys
 SYS = os.environ.get("SIGNOFF_SYSFS", "/sys")
 PROC = "/proc"
 ROOT = "/"  # where /.dockerenv and /run/.containerenv are looked for (tests point it elsewhere)
-# DMI's sys_vendor / product_name of the common hypervisors and clouds -> the VM's name
+# DMI's sys_vendor / product_name of the common hypervisors and clouds -> the VM's name (hints only:
+# the clouds' bare-metal instances carry the same strings)
 DMI_VM = (("QEMU", "kvm"), ("KVM", "kvm"), ("Amazon EC2", "amazon"), ("Google Compute Engine", "google"),
           ("Virtual Machine", "microsoft"),  # Hyper-V's product name (its vendor also makes laptops)
           ("VMware", "vmware"), ("Xen", "xen"), ("innotek", "oracle"), ("VirtualBox", "oracle"),
@@ -73,7 +75,13 @@ def cpulist(text):
 
 
 def vm():
-    by, name = [], None
+    """A VM only by the kernel's own view: the CPU's hypervisor flag (CPUID's hypervisor bit, which
+    bare metal never sets), or systemd-detect-virt --vm naming one. DMI's vendor and virtio devices
+    are hints, kept but never deciding: "Amazon EC2" / "Google Compute Engine" are also those clouds'
+    bare-metal (.metal) instances' DMI, and a BlueField DPU emulating virtio-net / virtio-blk (SNAP)
+    puts 0x1af4 devices on bare metal. Reading bare metal as a VM turns its missing DCGM from an
+    ERROR into UNSEEN and lets --profile auto pick a slice: the unsafe way to be wrong."""
+    by, hints, hinted = [], [], None
     flags = _read(PROC + "/cpuinfo", 1 << 16) or ""
     if re.search(r"^flags\s*:.*\bhypervisor\b", flags, re.M):
         by.append("cpuinfo: hypervisor flag")
@@ -81,19 +89,22 @@ def vm():
         val = _read("%s/class/dmi/id/%s" % (SYS, key), 200)
         for word, vm_name in DMI_VM if val else ():
             if word.lower() in val.lower():
-                by.append("dmi: %s" % val[:80])
-                name = name or vm_name
+                hints.append("dmi: %s" % val[:80])
+                hinted = hinted or vm_name
                 break
     virtio = [d for d in _ls(SYS + "/bus/pci/devices")
               if _read("%s/bus/pci/devices/%s/vendor" % (SYS, d), 16) == "0x1af4"]
     if virtio:
-        by.append("pci: %d virtio device(s)" % len(virtio))
-        name = name or "kvm"
+        hints.append("pci: %d virtio device(s)" % len(virtio))
+        hinted = hinted or "kvm"
     detected = _detect_virt("--vm")
     if detected and detected != "none":
         by.append("systemd-detect-virt: %s" % detected)
-        name = detected if name in (None, "kvm") and detected != "none" else name
-    return {"name": name if by else None, "by": by}
+    if not by:
+        return {"name": None, "by": [], "hints": hints}
+    # the name: systemd's where it has one beyond plain kvm, else the hints' (DMI's cloud, virtio's kvm)
+    name = detected if detected not in (None, "none", "kvm") else hinted or detected
+    return {"name": None if name == "none" else name, "by": by, "hints": hints}
 
 
 def _detect_virt(flag):
@@ -140,14 +151,18 @@ def container():
             by.append("cgroup: %s" % line.split(":", 2)[-1][:80])
             name = name or runtime
             break
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        by.append("KUBERNETES_SERVICE_HOST")
-        name = "kubernetes" if name in (None, "containerd", "docker") else name
     detected = _detect_virt("--container")
     if detected and detected != "none":
         by.append("systemd-detect-virt: %s" % detected)
         name = name or detected
-    return {"name": name if by else None, "by": by}
+    # KUBERNETES_SERVICE_HOST is a hint, never a decider: it is only an inherited environment
+    # variable (any login profile or job launcher may export it; sshd passes none of a pod's), and
+    # it says nothing of the probe's own namespaces. Reading bare metal as a container turns an
+    # ERROR into UNSEEN; missing a pod leaves an ERROR, which is the safe way to be wrong.
+    hints = ["KUBERNETES_SERVICE_HOST"] if os.environ.get("KUBERNETES_SERVICE_HOST") else []
+    if hints and by:
+        name = "kubernetes" if name in (None, "containerd", "docker") else name
+    return {"name": name if by else None, "by": by, "hints": hints}
 
 
 def kernel_log():

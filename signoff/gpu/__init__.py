@@ -120,6 +120,9 @@ def preflight(ctx, host, facts) -> tuple[list[str], list[str]]:
     if denied:
         warned.append(unseen.plan_line(", ".join(ctx.checks("xid_history", "xid_during_run")), *denied,
                                        ctx.config))
+    elif ctx.checks("xid_history", "xid_during_run") and unseen.xid_fix(facts, ""):  # bare metal: fix it
+        warned.append(f"{', '.join(ctx.checks('xid_history', 'xid_during_run'))} ERROR: the kernel log is "
+                      f"not readable here{unseen.xid_fix(facts, '')}")
     elif ctx.checks("xid_history") and t and not (tools.get("journalctl") and pf.get("journal_persistent")):
         why = judge.NO_PERSISTENT if tools.get("journalctl") else judge.NO_JOURNAL
         need = t.extra.get("require_history")
