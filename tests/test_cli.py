@@ -310,6 +310,6 @@ def test_rerun_runs_again_only_what_did_not_pass(tmp_path, clone_reports):
             shutil.rmtree(d)
     b = tmp_path / "b"
     _one_clear_message(run("--rerun", str(b), "--profile", "local"), f"--rerun {b}: every check of run",
-                       "passed or was N.A.: nothing to rerun")
+                       "passed or was N.A. or UNSEEN: nothing to rerun")
     _one_clear_message(run("--rerun", str(tmp_path / "nothing"), "--profile", "local"),
                        f"--rerun {tmp_path / 'nothing'}: cannot read it")

@@ -6,6 +6,7 @@ wrote is made inert (printable) and cut; the report escapes it again."""
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 
 from signoff.form.judge import form_of, size, text
@@ -98,14 +99,20 @@ def _slice(meta: dict, gpus: int) -> str:
     if "@" not in prof:
         return f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else "no GPU"
     cls, _, n = prof.partition("@")
-    full = None
-    try:  # the class's full count (profiles.py: a slice's full_count)
-        from signoff import profiles
-        full = getattr(profiles.load(prof), "full_count", None)
-    except Exception:  # noqa: BLE001 - a results.json of another checkout: said without it
-        full = None
+    full = _full_count(prof)
     of = f" of the {full} GPUs" if full else ""
     return f"a slice of {text(n, 8)}{of} of {text(cls, 40)}"
+
+
+@functools.lru_cache(maxsize=8)
+def _full_count(prof: str) -> int | None:
+    """The class's GPUs of a slice profile (its full_count), read once: every host of a run of
+    1,000 names the same profile."""
+    try:
+        from signoff import profiles
+        return getattr(profiles.load(prof), "full_count", None)
+    except Exception:  # noqa: BLE001 - a results.json of another checkout: said without it
+        return None
 
 
 def _fabric(facts: dict) -> str:
