@@ -10,6 +10,7 @@ from signoff.fleet import ProbeError
 from signoff.network import judge as net
 from signoff.network import route
 from signoff.network.plugin import multinode_args, node_bounds
+from signoff.roce import judge as roce
 from signoff.units import parse_size
 
 RULE = "signoff acceptance rule"
@@ -166,7 +167,9 @@ def test_multinode_allreduce(fleet, network, profile, check, pytestconfig, measu
     cause, found = "", {}
     if not t.ok(busbw(res)):
         found = network.bisect(names, t, env, timeout)
-        cause = net.describe_bisection(found)
+        # a RoCE fabric whose PFC or ECN is off on a host names that first (signoff/roce/judge.py)
+        cause = "; ".join(c for c in (roce.slow_fabric_cause(fleet.all_facts(), profile),
+                                      net.describe_bisection(found)) if c)
     check.expect(busbw(res), t, f"{len(names)}-host all-reduce busbw at {t.extra['size']} "
                  f"({doc['world_size']} ranks, {doc['backend']}{retry.said(res, t.unit)})", cause=cause,
                  details={"rows": doc["rows"], "bisection": found, "launched": res.get("launched", "ssh"),

@@ -671,7 +671,9 @@ ONE_HOST = {"nic_link", "net_pair_bandwidth", "multinode_allreduce", "multinode_
             "multinode_alltoall_busbw", "rail_alltoall_busbw", "multinode_collectives_correct",
             "multinode_allgather_busbw", "multinode_reduce_scatter_busbw", "multinode_sendrecv_busbw",
             "train_scaling_nodes", "train_transport", "mnnvl_allreduce", "version_parity", "host_unique",
-            "gpu_nic_affinity", "memlock"}  # memlock: judged beside RDMA devices (none recorded)
+            "gpu_nic_affinity", "memlock",  # memlock: judged beside RDMA devices (none recorded)
+            # lossless RoCE: judged on Ethernet RDMA ports (none recorded)
+            "roce_pfc", "roce_ecn", "roce_trust", "roce_uniform", "roce_loss", "roce_congestion"}
 ONE_GPU = {"hbm_uniformity", "allreduce_busbw", "allreduce_correct", "p2p_bandwidth", "p2p_uniformity",
            "gpu_topology", "nccl_transport", "soak_gemm_straggler", "train_scaling_host",
            "allgather_busbw", "reduce_scatter_busbw", "alltoall_busbw", "sendrecv_busbw",

@@ -7,7 +7,7 @@ from pathlib import Path
 from signoff import families, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("dcgm", "fabric", "form", "gpu", "interconnect", "network", "soak", "storage", "training",
+NAMES = ("dcgm", "fabric", "form", "gpu", "interconnect", "network", "roce", "soak", "storage", "training",
          "versions")
 
 
@@ -20,7 +20,7 @@ def test_every_family_found_with_its_criteria_and_probes():
     assert crit["dcgm_diag"]["family"] == "dcgm"
     assert set(families.probes()) == {"sysinfo", "allreduce", "p2p", "storage", "netinfo",
                                       "netpair", "soak", "train", "loader", "hostlink", "sdc", "hbm",
-                                      "cotenants", "dcgm", "form"}
+                                      "cotenants", "dcgm", "form", "roce"}
     # what a host gets: each probe as <name>.py, and what they share beside them
     assert set(families.shipped()) == {f"{n}.py" for n in families.probes()} | {"probelib.py"}
     assert profiles.top_keys() >= {"criteria", "hardware", "soak", "training"}

@@ -16,8 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # sets gpu_nic_affinity (acceptance/test_health.py); error counters may grow only where a profile
 # sets error_counter_growth (none by default); the all-reduce over MNNVL only on a class with an NVLink
 # domain, which sets its figure (tests/test_fabric.py asserts each does); the training step's
-# transport by multinode_transport's where a profile sets no train_transport of its own.
-OPTIONAL = {"gpu_nic_affinity", "error_counter_growth", "mnnvl_allreduce_busbw", "train_transport"}
+# transport by multinode_transport's where a profile sets no train_transport of its own; RoCE's pause
+# frames and CNPs only where a site bounds them (roce_congestion: no public bound).
+OPTIONAL = {"gpu_nic_affinity", "error_counter_growth", "mnnvl_allreduce_busbw", "train_transport",
+            "roce_congestion"}
 CONCRETE = [n for n in profiles.available() if not profiles.load(n).abstract]
 # a repo-relative path: a known top-level folder, then a file with an extension
 PATH = re.compile(r"\b((?:docs|thresholds|signoff|acceptance|tests|reports|bench)/[\w./-]*\w)")

@@ -32,11 +32,15 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: stdlib probes (form, sysinfo) ne
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rented")
     pw = renter()
-    # the fake NVML where the renter can read it (pytest's tmp is root's alone)
+    # the fake NVML, whole, where the renter can read it: pytest's tmp and a clone's directory
+    # (a mktemp -d, a home) may be root's alone
     fake = Path(tempfile.mkdtemp(prefix="signoff-fakenvml-"))
     try:
         fake.chmod(0o755)
-        (fake / "pynvml.py").write_text(FAKE_PYNVML)
+        shutil.copy(ROOT / "tests" / "fake_nvml.py", fake / "fake_nvml.py")
+        (fake / "pynvml.py").write_text(FAKE_PYNVML.replace(repr(str(ROOT / "tests")), repr(str(fake))))
+        for f in fake.iterdir():
+            f.chmod(0o644)
         env = {"PYTHONPATH": str(fake), "SIGNOFF_FAKE_SERIALS": json.dumps(["1650000000"])}
         prof = tmp / "rented.yaml"  # a site that wants DCGM: not optional as under local
         prof.write_text("extends: local\ncriteria:\n  dcgm_diag: {optional: false}\n")

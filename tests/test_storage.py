@@ -21,7 +21,7 @@ from signoff import InputError, inventory, profiles
 from signoff.profiles import Threshold
 from signoff.storage import judge
 from signoff.storage import run as storage_run
-from signoff.units import figure
+from signoff.units import figure, readable
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "signoff" / "storage" / "probe_storage.py"
@@ -650,8 +650,9 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
         assert not f["details"].get("attempts"), f
         assert re.match(re.escape(f"localhost: {what} of {data} ({how}, measured once: ") + r"[\d.]+ % below "
                         + re.escape(f"the floor 10000 GB/s, beyond max_spread 10 %: no attempt that agrees "
-                                    f"with it could pass) = {f['measured']} GB/s, expected >= 10000 GB/s "
-                                    f"(fast, source: test: beyond any disk); likely cause: {data} is ext4 "),
+                                    f"with it could pass) = {readable(f['measured'])} GB/s, "
+                                    f"expected >= 10000 GB/s (fast, source: test: beyond any disk); "
+                                    f"likely cause: {data} is ext4 "),
                         f["message"]), f["message"]
         assert f["details"]["tool"] == "builtin" and f["details"]["cache"]["defeated"]
     assert "files/s over 2 readers" in r["storage_read_small"]["message"]
