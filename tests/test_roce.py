@@ -363,3 +363,12 @@ def test_counter_checks_run_late_but_before_the_gpu_families_last():
     roce_plugin.pytest_collection_modifyitems(None, None, items)
     assert [i.name for i in items] == ["test_a", "test_b", "test_roce_loss", "test_roce_congestion",
                                        "test_error_counters", "test_xid_during_run"]
+
+
+def test_methodology_says_the_tools_only_where_a_host_had_roce():
+    na = {"results": [{"criterion": "roce_pfc", "status": "N.A."}]}
+    assert roce_plugin.pytest_signoff_methodology(na, None) == []
+    failed = {"results": [{"criterion": "roce_pfc", "status": "FAIL"}]}
+    rows = roce_plugin.pytest_signoff_methodology(failed, None)
+    assert [r["check"] for r in rows] == ["roce_pfc, roce_ecn, roce_trust, roce_uniform",
+                                          "roce_loss, roce_congestion"]

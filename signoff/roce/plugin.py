@@ -38,3 +38,23 @@ def pytest_collection_modifyitems(session, config, items):
     if late:  # whichever plugin orders first, the gpu family's stay the very last
         last = [i for i in items if name(i) in GPU_LAST]
         items[:] = [i for i in items if name(i) not in LAST and name(i) not in GPU_LAST] + late + last
+
+
+@pytest.hookimpl
+def pytest_signoff_methodology(doc, profile):
+    """The report's Methodology rows, where a host had RoCE to judge (all N.A.: none)."""
+    if not any(str(r.get("criterion", "")).startswith("roce_") and r.get("status") != "N.A."
+               for r in doc.get("results") or []):
+        return []
+    return [{"check": "roce_pfc, roce_ecn, roce_trust, roce_uniform",
+             "tool": "mlnx_qos -i <netdev> (else iproute2's dcb pfc / dcb app and the qos/trust sysfs file); "
+                     "/sys/class/net/<netdev>/ecn/roce_np|roce_rp/enable/<prio>",
+             "how": "read by the sysinfo probe at the run's start on every RDMA port whose link layer is "
+                    "Ethernet: PFC and ECN on the profile's priority, the trust mode, and each host's "
+                    "settings against the majority of the run's hosts; InfiniBand ports and hosts "
+                    "without RDMA N.A."},
+            {"check": "roce_loss, roce_congestion",
+             "tool": "ethtool -S <netdev>; /sys/class/infiniband/<dev>/ports/<n>/hw_counters",
+             "how": "the counters at the run's start (sysinfo) against its end (after the collectives and "
+                    "the soak): out-of-sequence, sequence errors and physical discards may not grow; the "
+                    "priority's pause frames and the CNPs only within a site's bound (none shipped)"}]
