@@ -43,7 +43,8 @@ RATE_MBPS = 500
 HARDWARE_NA = r"N\.A\.: {h}( has no NVIDIA GPU \(.*\) and profile \S+ needs none| runs the all-reduce " \
               r"on gloo \(no GPU\): NCCL transport does not apply|: profile \S+'s class has no multi-node " \
               r"NVLink domain \(hardware\.nvlink_domain unset\)(: no all-reduce over MNNVL)?" \
-              r"|: no RDMA device \(/sys/class/infiniband is empty\): .*)$"
+              r"|: no RDMA device \(/sys/class/infiniband is empty\): .*" \
+              r"|: no RDMA port \(/sys/class/infiniband lists none\): no RoCE to judge)$"
 
 
 @pytest.fixture(scope="module")
