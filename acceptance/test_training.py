@@ -16,7 +16,7 @@ from signoff.interconnect.run import collective_devices
 from signoff.network import route
 from signoff.network.judge import node_bound_threshold
 from signoff.network.plugin import multinode_args, node_bounds
-from signoff.training import judge
+from signoff.training import judge, parallel
 from signoff.training.run import MEASURES, across, over_nodes
 from signoff.units import parse_size
 
@@ -265,6 +265,72 @@ def _step_bound(t, network, profile, names, step_s, params, timeout, bounds):
             f"all-reduce: t_c {step_s * 1e3:.1f} ms, the slowest node's own step; t_ar {t_ar * 1e3:.1f} ms: "
             f"{how}")
     return replace(t, value=round(t.value * bound, 4), unit="x linear", source=f"{rule}; {t.source}")
+
+
+def _parallel(doc: dict, step: str) -> dict:
+    """The model-parallel document's settings and one step's row (without its per-stage list)."""
+    return {"backend": doc["backend"], "formula": doc["formula"], "model": doc["model"],
+            "torch": doc.get("torch"), "nccl": doc.get("nccl"), step: doc[step]}
+
+
+def test_tp_step_tflops(host, profile, devices, check, training):
+    doc = training("parallel", host)
+    tp, details = doc["tensor_parallel"], _parallel(doc, "tensor_parallel")
+    check.record(tp["tflops_per_gpu"], unit="TFLOP/s", details=details)
+    t = parallel.floor(profile.threshold("tp_step_tflops"), profile)
+    check.expect(tp["tflops_per_gpu"], t,
+                 f"model TFLOP/s per {'GPU' if devices else 'rank'} of the tensor-parallel step over "
+                 f"{tp['ranks']} ranks ({tp['step_s'] * 1e3:.1f} ms/step, {tp['params'] / 1e6:.2f} M params, "
+                 f"comm share {tp['comm_share']:.0%})",
+                 cause="GPU clocks or power capped, a slow GPU (see train_throughput, soak_gemm_tflops), "
+                       "or the all-reduces inside the node slow (see tp_comm_share, allreduce_busbw)",
+                 details=details)
+
+
+def test_tp_comm_share(host, profile, check, training):
+    doc = training("parallel", host)
+    tp, details = doc["tensor_parallel"], _parallel(doc, "tensor_parallel")
+    check.record(tp["comm_share"], unit="share of the step", details=details)
+    t = profile.threshold("tp_comm_share")
+    check.expect(tp["comm_share"], t,
+                 f"share of the tensor-parallel step over {tp['ranks']} ranks in its all-reduces "
+                 f"({tp['allreduces_per_step']} of {tp['allreduce_bytes'] / 2**20:.3g} MiB per step; "
+                 f"{tp['step_s'] * 1e3:.1f} ms/step, {max(tp['compute_s']) * 1e3:.1f} ms without them)",
+                 cause="the all-reduce inside the node is slow: an NVLink down or GPUs talking over PCIe "
+                       "or the host (see allreduce_busbw, nvlink_links, gpu_topology, nccl_transport)",
+                 details=details)
+
+
+def test_pipeline_step_tflops(host, profile, devices, check, training):
+    doc = training("parallel", host)
+    pp, details = doc["pipeline"], _parallel(doc, "pipeline")
+    check.record(pp["tflops_per_gpu"], unit="TFLOP/s", details=details)
+    t = parallel.floor(profile.threshold("pipeline_step_tflops"), profile, pp["ideal_bubble"])
+    _, why = parallel.slow_stage(pp["stages"])
+    check.expect(pp["tflops_per_gpu"], t,
+                 f"model TFLOP/s per {'GPU' if devices else 'rank'} of the {pp['schedule']} pipeline over "
+                 f"{pp['ranks']} stages, {pp['micro_batches']} micro-batches "
+                 f"({pp['step_s'] * 1e3:.1f} ms/step, bubble {pp['bubble']:.0%}, "
+                 f"ideal {pp['ideal_bubble']:.0%})",
+                 cause=f"{why}; a slow GPU or the send/recv between GPUs slow (see pipeline_bubble, "
+                       f"p2p_bandwidth)", details=details)
+
+
+def test_pipeline_bubble(host, profile, check, training):
+    doc = training("parallel", host)
+    pp, details = doc["pipeline"], _parallel(doc, "pipeline")
+    worst = parallel.idlest(pp["stages"])
+    slow, why = parallel.slow_stage(pp["stages"])
+    details = {**details, "slowest_stage": slow}
+    said = "no stage stands out" if slow is None else f"slowest stage {slow}"
+    check.record(worst["bubble"], unit="share of the step", details=details)
+    t = parallel.bubble_limit(profile.threshold("pipeline_bubble"), pp["ideal_bubble"])
+    check.expect(worst["bubble"], t,
+                 f"bubble of the {pp['schedule']} pipeline over {pp['ranks']} stages, {pp['micro_batches']} "
+                 f"micro-batches: stage {worst['stage']} idle {worst['idle_s'] * 1e3:.1f} ms of "
+                 f"{pp['step_s'] * 1e3:.1f} ms per step ({said})",
+                 cause=f"{why} (a slow GPU, a stage given more work, or its sends and receives slow: "
+                       f"see p2p_bandwidth)", details=details)
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 PAGE = ROOT / "docs" / "cli.md"
 WIDTH = "100"  # argparse wraps at $COLUMNS: fixed, so the page is the same on every terminal
 
-SUBCOMMANDS = (("list", "--help"), ("show-profile", "--help"), ("plan", "--help"), ("clean", "--help"))
+SUBCOMMANDS = (("list", "--help"), ("show-profile", "--help"), ("plan", "--help"), ("clean", "--help"),
+               ("verify", "--help"))
 
 
 def _help(argv: list[str]) -> str:

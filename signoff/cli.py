@@ -7,7 +7,8 @@
     signoff show-profile P                         its thresholds after `extends`, each with its file
     signoff clean [--hosts H | --inventory F]      dead runs' temp dirs on the hosts
     signoff calibrate RUN... --out FILE [--margin M]  known-good runs: margins from their spread
-    signoff rebuild RUN                            python -m signoff.results rebuild
+    signoff rebuild RUN [--sign-key KEY]           python -m signoff.results rebuild
+    signoff verify RUN [--allowed-signers F]       whether the report changed since (its manifest)
 
 run and plan take every option of `pytest acceptance/` (--profile, --hosts, --inventory, ...);
 run passes pytest's own flags through as well (-k, -x, -v, --report-dir ...)."""
@@ -242,11 +243,20 @@ def _main(argv: list[str]) -> int:
         sub.add_parser("calibrate", help="a site profile from runs on known-good nodes (margins from "
                        "their run-to-run spread)")
         sub.add_parser("rebuild", help="a killed run's results.json, junit.xml, report.md")
+        from signoff import manifest
+        manifest.add_arguments(sub.add_parser("verify", help=manifest.VERIFY_HELP,
+                                              description=VERIFY_CODES))
         args = ap.parse_args(argv)
-        return {"list": list_, "show-profile": show_profile}[args.cmd](args)
+        return {"list": list_, "show-profile": show_profile, "verify": manifest.run}[args.cmd](args)
     except InputError as exc:
         print(printable(f"signoff: {exc}", lines=True), file=sys.stderr)
         return USAGE_ERROR
+
+
+VERIFY_CODES = ("Every file of REPORT_DIR against its MANIFEST.sha256 (written last by the run), and the "
+                "manifest's signature (--sign-key) with ssh-keygen. Exit 0: untouched (and the signature "
+                "good where there is one); 1: a file changed, missing or added; 8: a bad signature; "
+                "9: no manifest, or no signature where one is asked for; 4: an option refused.")
 
 
 def _calibrate(argv: list[str]) -> int:

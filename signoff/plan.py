@@ -126,7 +126,7 @@ def ask(config, state) -> tuple[profiles.Profile | None, dict, str]:
 
 # The families whose checks are N.A. on a host without a GPU (their `gpus` fixture): on hosts
 # that have none, their measurement costs no time and is not planned as if it ran
-GPU_ONLY = ("signoff.dcgm", "signoff.soak")
+GPU_ONLY = ("signoff.dcgm", "signoff.soak", "signoff.rails")
 # a duration as the families' estimates say it: 15 s, 5 min, 2 h
 DURATION = re.compile(r"(\d+(?:\.\d+)?) (s|min|h)\b")
 

@@ -23,6 +23,8 @@ from signoff import (
     hookspecs,
     hostlist,
     inventory,
+    manifest,
+    openmetrics,
     paths,
     profiles,
     recorder,
@@ -32,6 +34,7 @@ from signoff import (
     slurm,
 )
 from signoff.fleet import CLEANUP_S, MAX_PARALLEL, new_run_id
+from signoff.printable import printable
 from signoff.recorder import Recorder
 from signoff.results import Results
 from signoff.state import ROOT, STATE, State
@@ -105,6 +108,13 @@ def pytest_addoption(parser):
     g.addoption("--report-dir", default=None,
                 help="where report.html, results.json and junit.xml go "
                      "(default reports/<UTC timestamp>/)")
+    g.addoption("--sign-key", default=None, metavar="PATH",
+                help="an SSH private key (or one in ssh-agent) that signs the report directory's "
+                     f"{manifest.NAME} (ssh-keygen -Y sign, namespace {manifest.NAMESPACE}): "
+                     f"{manifest.SIG}; checked before the run (signoff verify DIR checks both)")
+    g.addoption("--metrics-file", default=None, metavar="PATH",
+                help=f"also write the run's {openmetrics.FILE} (OpenMetrics: verdict and figures) here, "
+                     "atomically: e.g. node_exporter's textfile collector directory")
 
 
 def _is_acceptance_run(config) -> bool:
@@ -128,6 +138,10 @@ def _check_options(config) -> None:
     for opt in ("connect_timeout", "probe_timeout"):
         if config.getoption(opt) <= 0:
             raise InputError(f"--{opt.replace('_', '-')} {config.getoption(opt)}: expected seconds > 0")
+    if config.getoption("sign_key", None) is not None:  # a key it cannot sign with: refused now
+        manifest.check_key(config.getoption("sign_key"))
+    if config.getoption("metrics_file", None) is not None:
+        openmetrics.check_path(config.getoption("metrics_file"))
 
 
 def _check_baseline_options(config) -> None:
@@ -294,7 +308,7 @@ def pytest_configure(config):
 # earlier/<its run id>/ (never mixed into this run: its hosts/*.json would be read as this run's
 # hosts), and a name planted there is never written through (signoff/safefile.py).
 RUN_FILES = ("results.json", "results.jsonl", "junit.xml", "report.html", "report.md",
-             report.EXCLUDE_FILE, report.DRAIN_FILE)
+             report.EXCLUDE_FILE, report.DRAIN_FILE, openmetrics.FILE, manifest.NAME, manifest.SIG)
 RUN_DIRS = ("hosts", *(d for mod in families.modules() for d in getattr(mod, "REPORT_DIRS", ())))
 
 
@@ -415,3 +429,46 @@ def pytest_sessionfinish(session):
         session.config.stash[STATE].stopping = True  # teardown is cleanup: see _interrupt
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_unconfigure(config):
+    """The report directory's last files, after every other one (pytest-html's report.html,
+    results.json, junit.xml, --junitxml's, each family's): signoff.prom, then the manifest of
+    them all, signed with --sign-key (the outermost wrapper: after every plugin's unconfigure)."""
+    try:
+        return (yield)
+    finally:
+        state = config.stash.get(STATE, None)
+        if state is not None and state.report_dir is not None and state.results is not None:
+            _seal(config, state)
+
+
+def _seal(config, state: State) -> None:
+    """signoff.prom (and --metrics-file), then MANIFEST.sha256 (and its .sig). A failure is said
+    on the terminal and the verdict stands; signoff.prom's also in results.json, which the
+    manifest then covers."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    rec = config.pluginmanager.get_plugin("signoff-recorder")
+    doc, rd = state.results.doc, state.report_dir
+    try:
+        openmetrics.write(rd, doc, config.getoption("metrics_file", None))
+    except Exception as exc:  # the verdict and the other files stand
+        line = f"{openmetrics.FILE} could not be written: {type(exc).__name__}: {exc}"
+        if rec is not None:
+            rec.failed(line)
+        _say(tr, line)
+    key = config.getoption("sign_key", None)
+    try:
+        said = manifest.write(rd, doc["meta"] | {"verdict": doc.get("verdict")}, key)
+    except Exception as exc:
+        _say(tr, f"{manifest.NAME} could not be written{' or signed' if key else ''}: "
+                 f"{type(exc).__name__}: {exc}")
+        return
+    if key:  # asked for: said (an unsigned manifest is every run's, docs/outputs.md)
+        _say(tr, f"signoff: {rd}/{said}", red=False)
+
+
+def _say(tr, line: str, red: bool = True) -> None:
+    if tr is not None:
+        tr.write_line(printable(line), **({"red": True} if red else {}))
+    else:
+        sys.stderr.write(printable(line) + "\n")

@@ -369,11 +369,12 @@ class Results:
             _dump(self.path, self.doc)
 
 
-def rebuild(report_dir: Path) -> dict:
+def rebuild(report_dir: Path, sign_key: str | None = None) -> dict:
     """results.json (and junit.xml, report.md) made again from results.jsonl, e.g. after the controller
     was killed (SIGKILL, OOM, power) before it wrote its summary. A run that did not finish
     is INCOMPLETE; its checks without a record are NOT RUN; a soak cut short gets its
-    samples from soak/<host>.jsonl."""
+    samples from soak/<host>.jsonl. signoff.prom and the manifest last, as a run's (signed with
+    `sign_key`; an earlier signature, of other contents, removed)."""
     report_dir = Path(report_dir)
     log = report_dir / LOG
     try:
@@ -408,6 +409,9 @@ def rebuild(report_dir: Path) -> dict:
     from signoff import report  # report.md too (report.html is pytest-html's, at the end of a run)
     safefile.write(report_dir / "report.md", report.markdown(doc))
     report.write_exclude(report_dir, doc)
+    from signoff import manifest, openmetrics
+    openmetrics.write(report_dir, doc)
+    manifest.write(report_dir, {**doc["meta"], "verdict": doc["verdict"]}, sign_key)
     return doc
 
 
@@ -421,16 +425,21 @@ def main(argv: list[str] | None = None) -> int:
     rb = sub.add_parser("rebuild",
                         help="write DIR/results.json, junit.xml and report.md from DIR/results.jsonl")
     rb.add_argument("dir", type=Path, help="the run's report directory")
+    rb.add_argument("--sign-key", metavar="PATH", help="sign its new MANIFEST.sha256, as a run's --sign-key")
     args = ap.parse_args(argv)
     try:
-        doc = rebuild(args.dir)
+        if args.sign_key is not None:
+            from signoff import manifest
+            manifest.check_key(args.sign_key)
+        doc = rebuild(args.dir, args.sign_key)
     except InputError as exc:
         print(f"signoff: {exc}", file=sys.stderr)
         return 2
     print(f"{args.dir / 'results.json'}: {len(doc['results'])} records, verdict {doc['verdict']}"
           + (" (the run was killed: rebuilt from its log)" if doc["meta"].get("killed") else "")
           + (f"; the run's exit code {doc['meta']['exit_code']}: {doc['meta']['exit_reason']}"
-             if "exit_code" in doc["meta"] else ""))
+             if "exit_code" in doc["meta"] else "")
+          + f"; MANIFEST.sha256 written again{', signed' if args.sign_key else ', unsigned'}")
     return 0
 
 

@@ -199,6 +199,7 @@ def measurements(name: str, facts: dict, one: dict, two: dict) -> dict:
         doc["allreduce"] = allreduce(prof, facts, r2)
     doc["soak"] = soak(prof, facts, one, r1)
     doc["storage"] = storage(prof, facts, r1)
+    doc["checkpoint"] = checkpoint(prof, facts)
     doc["netinfo"] = netinfo(prof)
     doc["dcgm"] = dcgm_fake.cases([g["serial"] for g in gpus])["pass"]  # the stand-in dcgmi's r3, all Pass
     return doc
@@ -376,6 +377,31 @@ def storage(prof, facts: dict, r1: dict) -> dict:
                         "small": {"files": small["files"], "bytes": small["bytes_per_pass"],
                                   "write_seconds": 4.2}},
             "read": read}
+
+
+def checkpoint(prof, facts: dict) -> dict:
+    """The checkpoint probe's document (signoff/checkpoint/probe_checkpoint.py's keys) for the
+    class's model on cuda:0: save and restore GB/s MARGIN x the floors, every tensor read back."""
+    from signoff.checkpoint import judge as ck
+    from signoff.checkpoint import section as ck_section
+    s = ck.sizing(section(prof), ck_section(prof)["size_gb"])
+    size, tensors = int(s["bytes"] * 1.0001), 48 * s["layers"]  # 12 parameters a layer, x 4 with AdamW's
+    save, back = above(prof, "checkpoint_save"), above(prof, "checkpoint_restore")
+    d = f"/tmp/.signoff-recorded-{facts['hostname']}"
+    return {"probe": "checkpoint", "path": "/tmp",
+            "fs": {"mount": "/", "fstype": "ext4", "source": "/dev/vda1"}, "free_before": 80 << 30,
+            "device": "cuda:0", "gpu": facts["nvidia"]["gpus"][0]["name"],
+            "torch": facts["torch"]["version"], "dir": d, "file": f"{d}/checkpoint.pt", "build_s": 4.2,
+            # the state's bytes: AdamW's fp32 step of each parameter tensor on top
+            "params": s["params"], "tensors": tensors, "state_bytes": s["bytes"] + 4 * (tensors // 4),
+            "model": {k: s[k] for k in ("layers", "d_model", "heads", "ffn")} | {"steps": 2},
+            "bytes": size, "fsynced": True,
+            "save": {"seconds": round(size / save / 1e9, 4), "write_s": round(0.6 * size / save / 1e9, 4),
+                     "fsync_s": round(0.4 * size / save / 1e9, 4), "gbps": save},
+            "cache": {"dropped": True, "resident": 0.0, "note": "fadvise DONTNEED, checked with mincore"},
+            "restore": {"seconds": round(size / back / 1e9, 4), "gbps": back},
+            "intact": {"compared": tensors, "differing": {}, "missing": [], "extra": []},
+            "removed": [d], "host": facts["hostname"], "runid": "recorded"}
 
 
 def kernel_log(facts: dict) -> str:

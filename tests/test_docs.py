@@ -43,6 +43,10 @@ RUN_ELSEWHERE = {
     r"^\.venv/bin/python bench/cli_reference\.py --write$":
         "tests/test_docs.py::test_cli_reference_is_generated",
     r"^install -d -m 700 ~/\.ssh$|^printf '%s\\n' \"\$SIGNOFF_": "tests/test_docs.py::test_ci_key_step_runs",
+    # docs/outputs.md's signed report: a key made, a run signed with it, each way of verifying it
+    r"^ssh-keygen -t ed25519 |--sign-key |^echo \"ops@example\.com |^signoff verify |^sha256sum -c |"
+    r"^ssh-keygen -Y verify ":
+        "tests/test_manifest.py::test_a_signed_run_verifies_untouched_and_fails_each_edit",
 }
 # what a placeholder of the docs stands for in a command run here
 PLACEHOLDERS = {"cluster.yaml": INVENTORY, "golden.yaml": INVENTORY, "staging.yaml": INVENTORY,

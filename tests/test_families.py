@@ -7,8 +7,8 @@ from pathlib import Path
 from signoff import families, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("dcgm", "fabric", "form", "gpu", "interconnect", "network", "roce", "soak", "storage", "training",
-         "versions")
+NAMES = ("checkpoint", "dcgm", "fabric", "form", "gpu", "interconnect", "network", "rails", "roce", "soak",
+         "storage", "training", "versions")
 
 
 def test_every_family_found_with_its_criteria_and_probes():
@@ -18,12 +18,14 @@ def test_every_family_found_with_its_criteria_and_probes():
     assert crit["soak_gpu_temp"]["family"] == "soak" and crit["power_limit"]["family"] == "gpu"
     assert crit["nvlink_fabric"]["family"] == crit["imex"]["family"] == "fabric"  # no probe: sysinfo's read
     assert crit["dcgm_diag"]["family"] == "dcgm"
+    assert crit["checkpoint_intact"]["family"] == "checkpoint"
     assert set(families.probes()) == {"sysinfo", "allreduce", "p2p", "storage", "netinfo",
                                       "netpair", "soak", "train", "loader", "hostlink", "sdc", "hbm",
-                                      "cotenants", "dcgm", "form", "roce"}
+                                      "cotenants", "dcgm", "form", "roce", "checkpoint", "gdr", "parallel",
+                                      "storage_write"}
     # what a host gets: each probe as <name>.py, and what they share beside them
     assert set(families.shipped()) == {f"{n}.py" for n in families.probes()} | {"probelib.py"}
-    assert profiles.top_keys() >= {"criteria", "hardware", "soak", "training"}
+    assert profiles.top_keys() >= {"criteria", "hardware", "soak", "training", "checkpoint"}
 
 
 def test_every_shipped_threshold_belongs_to_a_family():

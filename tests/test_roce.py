@@ -372,3 +372,41 @@ def test_methodology_says_the_tools_only_where_a_host_had_roce():
     rows = roce_plugin.pytest_signoff_methodology(failed, None)
     assert [r["check"] for r in rows] == ["roce_pfc, roce_ecn, roce_trust, roce_uniform",
                                           "roce_loss, roce_congestion"]
+
+
+def test_inbox_driver_without_the_ecn_files_errors_saying_where_ecn_lives():
+    """The kernel's mlx5 has no per-priority ECN enable (debugfs cc_params only): ERROR saying so."""
+    p = {**port(), "ecn": {"roce_np": [None] * 8, "roce_rp": [None] * 8}}
+    status, msg, _ = run_check("roce_ecn", facts(p))
+    assert status == "ERROR" and "inbox mlx5 driver has none" in msg and "cc_params" in msg
+
+
+def test_no_mlnx_qos_reads_pfc_from_the_kernels_dcb(tmp_path, monkeypatch):
+    """mlnx_qos absent (an inbox driver): iproute2's `dcb pfc show` gives PFC (its line format)."""
+    monkeypatch.setattr(probe, "SYS", str(sysfs(tmp_path)))
+
+    def run(argv, timeout=5):
+        if argv[:2] == ["dcb", "pfc"]:
+            return "pfc-cap 8 macsec-bypass off delay 0\nprio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off " \
+                   "7:off\n", None
+        if argv[:2] == ["dcb", "app"]:
+            return "dscp-prio 24:3 26:3\n", None
+        return None, f"{argv[0]}: not found"
+    (p,) = probe.read(run)["ports"]
+    assert (p["pfc"], p["pfc_from"], p["trust"], p["trust_from"]) == ([0, 0, 0, 1, 0, 0, 0, 0], "dcb pfc",
+                                                                      "dscp", "dcb app")
+
+
+def test_report_section_shows_each_counters_growth_per_host():
+    """Pause frames and CNPs shown whatever roce_congestion's verdict (fake growth: no capture over a run)."""
+    from signoff.roce import report
+    rec = {"criterion": "roce_loss", "host": "node2", "status": "PASS", "details": {
+        "before": {"mlx5_0/1": {"rx_prio3_pause": 0, "np_cnp_sent": 10, "out_of_sequence": 5}},
+        "after": {"mlx5_0/1": {"rx_prio3_pause": 5000, "np_cnp_sent": 12, "out_of_sequence": 5}}}}
+    got = report.rows([rec])
+    assert [(r["counter"], r["growth"], r["kind"]) for r in got] == [
+        ("rx_prio3_pause", 5000, "congestion"), ("np_cnp_sent", 2, "congestion"),
+        ("out_of_sequence", 0, "loss")]
+    html = str(report.section([rec, {**rec, "host": "<b>x</b>"}]))
+    assert "Lossless RoCE" in html and "+5000" in html and "<b>x</b>" not in html
+    assert report.section([]) == ""

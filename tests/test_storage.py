@@ -637,7 +637,7 @@ def test_threshold_above_the_disk_fails_with_the_measured_value(tmp_path):
             ("storage_read_aggregate", 0.001, ", runtime: 1, per: cluster, node_min: 5000")]))
     data = tmp_path / ODD  # measured with the built-in reader whatever its name holds
     data.mkdir()
-    rc, res, out = accept(tmp_path, "-k", "storage", "--profile", str(prof), "--storage-path",
+    rc, res, out = accept(tmp_path, "-k", "storage_read", "--profile", str(prof), "--storage-path",
                           str(data), "--storage-tool", "builtin")
     assert rc == 1, out
     r = {c: v for (c, h), v in by_key(res).items()}

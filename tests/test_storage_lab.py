@@ -5,11 +5,14 @@ a filesystem out of inodes, and Ctrl-C in the middle of a read."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from lab import Lab
@@ -32,7 +35,7 @@ def env(tmp_path_factory):
     `local` profile asks, a smaller one, a 16 MiB tmpfs (too small), a 256 MiB tmpfs (RAM),
     and a 512 MiB ext4 with 64 inodes (bytes to spare, inodes not)."""
     base = tmp_path_factory.mktemp("storage")
-    d = {k: base / k for k in ("data", "few", "full", "ram", "shared", "inodes")}
+    d = {k: base / k for k in ("data", "few", "full", "ram", "shared", "inodes", "slow")}
     d["ro"] = base / f"ro {ODD}"
     for p in d.values():
         p.mkdir()
@@ -46,10 +49,15 @@ def env(tmp_path_factory):
     with open(img, "wb") as f:
         f.truncate(512 << 20)
     subprocess.run(["mkfs.ext4", "-q", "-N", "64", "-F", str(img)], check=True)
+    slow = base / "slow.img"  # its own loop device: the writes' slowed disk (blkio throttle)
+    with open(slow, "wb") as f:
+        f.truncate(128 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(slow)], check=True)
     mounts = [["--bind", "-o", "ro", str(d["data"]), str(d["ro"])],
               ["-t", "tmpfs", "-o", "size=16m", "tmpfs", str(d["full"])],
               ["-t", "tmpfs", "-o", "size=256m", "tmpfs", str(d["ram"])],
-              ["-o", "loop", str(img), str(d["inodes"])]]
+              ["-o", "loop", str(img), str(d["inodes"])],
+              ["-o", "loop", str(slow), str(d["slow"])]]
     done = []
     try:
         for m in mounts:
@@ -89,6 +97,7 @@ def test_every_host_reads_the_shared_directory_at_once(env, tmp_path):
             assert x["details"]["tool"] == "fio" and x["details"]["path"] == str(d["shared"])
             assert x["details"]["params"]["direct"] and x["details"]["cache"]["defeated"]
     assert r[("storage_read_seq", "lab1")]["details"]["params"]["bs"] == 1 << 20
+    assert "aggregate write" in (tmp_path / "report" / "report.html").read_text()
     assert r[("storage_read_small", "lab1")]["details"]["files"] == 512
     agg = aggregate(res)
     assert agg["status"] == "PASS", agg
@@ -100,6 +109,22 @@ def test_every_host_reads_the_shared_directory_at_once(env, tmp_path):
     solo = max(r[("storage_read_seq", h)]["measured"] for h in ("lab1", "lab2", "lab3"))
     assert agg["measured"] < 3 * solo
     assert all(abs(o) < 1 for o in det["clock_offsets_s"].values())
+    # the writes: this shared path's hosts each write alone, one after another (local's
+    # alone_sample 4); every host's bytes read back, none wrong; then the checkpoint pattern
+    for c in ("storage_write_seq", "storage_write_small"):
+        for h in ("lab1", "lab2", "lab3"):
+            x = r[(c, h)]
+            assert x["status"] == "PASS" and x["details"]["verify"]["bad_bytes"] == 0, x
+            assert x["details"]["written"].startswith("alone, one host after another"), x
+        (a0, a1), (b0, b1) = [(r[(c, h)]["details"]["t_start"], r[(c, h)]["details"]["t_end"])
+                              for h in ("lab1", "lab2")]
+        assert a1 <= b0 or b1 <= a0, (a0, a1, b0, b1)
+    for h in ("lab1", "lab2", "lab3"):
+        v = r[("storage_write_verify", h)]
+        assert v["status"] == "PASS" and v["measured"] == 0 and v["details"]["bytes_checked"] > 0, v
+    wagg = next(v for (c, _), v in r.items() if c == "storage_write_aggregate")
+    assert wagg["status"] == "PASS", wagg
+    assert sorted(wagg["details"]["per_host_in_window"]) == ["lab1", "lab2", "lab3"]
     assert marked(d["shared"]) == []
     html = (tmp_path / "report" / "report.html").read_text()
     assert "aggregate read" in html and "GB/s in the window" in html
@@ -127,7 +152,7 @@ def test_a_shared_path_is_read_alone_on_a_sample_and_every_host_gets_an_honest_s
         "  storage_read_small: {min: 0.0001, unit: GB/s, source: test, files: 512, "
         "file_size: 64K, jobs: 4, runtime: 1, alone_sample: 1}\n")
     inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable)
-    rc, res, out = accept(tmp_path, "-k", "storage", "--partial", "--inventory", str(inv),
+    rc, res, out = accept(tmp_path, "-k", "storage_read", "--partial", "--inventory", str(inv),
                           "--profile", str(prof), "--storage-path", str(path))
     r, hosts = by_key(res), ("lab1", "lab2", "lab3")
     # the aggregate itself is judged in the test above; on a loaded 2-core machine its start
@@ -207,7 +232,7 @@ def test_a_read_that_misses_is_read_again_and_one_that_passes_or_is_no_figure_is
     inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
         "lab1": {"storage_path": str(path)}, "lab2": {"storage_path": str(path)},
         "lab3": {"storage_path": str(d["ram"])}})
-    rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", str(prof))
+    rc, res, out = accept(tmp_path, "-k", "storage_read", "--inventory", str(inv), "--profile", str(prof))
     assert rc == 1, out
     r = by_key(res)
     for h in ("lab1", "lab2"):
@@ -268,6 +293,12 @@ def test_bad_path_read_only_mount_and_full_filesystem_are_refused(env, tmp_path)
     for h, msg in want.items():
         for c in ("storage_read_seq", "storage_read_small"):
             assert r[(c, h)]["status"] == "ERROR" and r[(c, h)]["message"].startswith(msg), r[(c, h)]
+    for h, msg in want.items():
+        for c in ("storage_write_seq", "storage_write_small", "storage_write_verify"):
+            assert r[(c, h)]["status"] == "ERROR" and r[(c, h)]["message"].startswith(msg), r[(c, h)]
+    assert r[("storage_write_seq", "lab3")]["message"].startswith(
+        f"lab3: refusing to write 128.0 MiB (134217728 bytes) to {d['full']}: 16.0 MiB (16777216 bytes) "
+        "free of 16.0 MiB, and 10% (1677721 bytes) must stay free"), r[("storage_write_seq", "lab3")]
     full = r[("storage_read_seq", "lab3")]["message"]
     assert f"to {d['full']}: it would leave 0 B free of 16.0 MiB, below the safe margin" in full
     agg = aggregate(res)
@@ -310,6 +341,16 @@ def test_read_only_dataset_is_measured_and_ram_is_not_storage(env, tmp_path):
                     "asks to read 512 (files)"), few
     agg = aggregate(res)
     assert agg["status"] == "ERROR" and "lab3: storage path" in agg["message"], agg
+    # read-only hosts write nothing and say so (never PASS); a RAM path's write is no storage figure
+    for h in ("lab1", "lab3"):
+        for c in ("storage_write_seq", "storage_write_small", "storage_write_verify"):
+            x = r[(c, h)]
+            assert x["status"] == "N.A." and x["measured"] is None, x
+            assert f"{h}: the inventory's storage_readonly: this run writes nothing to " in x["message"], x
+    # the RAM path holds the reads' files: the writes' 128 MiB are refused there (a RAM path's
+    # write figure is an ERROR too: tests/test_storage_write.py), never a PASS
+    x = r[("storage_write_seq", "lab2")]
+    assert x["status"] == "ERROR" and x["message"].startswith("lab2: refusing to write 128.0 MiB"), x
     assert snapshot(d["data"]) == before
     assert marked(d["ram"]) == []
 
@@ -325,7 +366,7 @@ def test_odd_path_is_measured_by_fio_and_inodes_running_out_is_named(env, tmp_pa
         "lab3": {"storage_path": str(d["inodes"])}})
     free = os.statvfs(d["inodes"])
     for _ in range(2):
-        rc, res, out = accept(tmp_path, "-k", "storage", "--inventory", str(inv), "--profile", "local",
+        rc, res, out = accept(tmp_path, "-k", "storage_read", "--inventory", str(inv), "--profile", "local",
                               "--storage-tool", "fio")
         # the VM's one disk stalled in one attempt (0.011 then 0.771 GB/s, fresh clone 0a77ae6):
         # "unstable" is the right verdict on a cluster and this machine's own: one run more
@@ -363,7 +404,7 @@ def test_ctrl_c_during_the_read_leaves_no_files_and_no_probe(env, tmp_path):
                     "source: test, size: 64M, jobs: 2, iodepth: 4, runtime: 60}\n")
     inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), ["lab1", "lab2"])
     rd = tmp_path / "report"
-    p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/", "-k", "storage",
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/", "-k", "storage_read",
                           "--report-dir", str(rd), "-p", "no:cacheprovider", "--inventory", str(inv),
                           "--profile", str(prof), "--storage-path", str(shared)],
                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -394,5 +435,124 @@ def _readers(runid: str, reading: bool = False) -> list[int]:
             continue
         probe = ("storage.py\0read\0", "storage.py read ") if reading else ("storage.py",)
         if runid in cmd and any(p in cmd for p in probe) or f"fio-{runid}-" in cmd:
+            out.append(int(pid))
+    return out
+
+
+@contextlib.contextmanager
+def throttled(lab, host: str, path, bps: int):
+    """host's sshd (and so every probe it starts) in a blkio cgroup whose writes to the disk
+    behind `path` (its own loop device) go at `bps` bytes/s: a real slow disk for that host."""
+    st = os.stat(path)
+    cg = f"/sys/fs/cgroup/blkio/signoff-lab-slow-{os.getpid()}"
+    os.mkdir(cg)
+    pid = lab.sshd_pid(host)
+    try:
+        with open(f"{cg}/blkio.throttle.write_bps_device", "w") as f:
+            f.write(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)} {bps}")
+        with open(f"{cg}/cgroup.procs", "w") as f:
+            f.write(str(pid))
+        yield
+    finally:
+        with open("/sys/fs/cgroup/blkio/cgroup.procs", "w") as f:
+            f.write(str(pid))
+        for _ in range(50):  # its probes' processes leave the cgroup as they end
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def corrupting(tmp_path, under) -> dict:
+    """The FAKE corrupting disk (tests/fakes/corrupt_writes.c, LD_PRELOAD): this kernel has no
+    device-mapper (no dm-flakey); byte 4000 of every write of 4 KiB or more under `under` set
+    to 0xff before the kernel gets it, as dm-flakey's `corrupt_bio_byte 4000 w 255 0` would."""
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is needed to build the fake corrupting disk (LD_PRELOAD)")
+    so = tmp_path / "corrupt_writes.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(so),
+                    str(Path(__file__).parent / "fakes" / "corrupt_writes.c"), "-ldl"], check=True)
+    return {"LD_PRELOAD": str(so), "CORRUPT_UNDER": str(under), "CORRUPT_BYTE": "4000",
+            "CORRUPT_VALUE": "255"}
+
+
+def test_a_slowed_disk_fails_the_writes_and_a_fake_corrupting_disk_fails_verify_naming_host_file_offset(
+        env, tmp_path):
+    """One run, a fault per host: lab1 healthy; lab2's disk throttled to 1 MB/s (blkio, a real
+    limit on its own loop device: 10-20x below the local floors); lab3 behind the FAKE corrupting
+    disk (LD_PRELOAD, named as such: no dm-flakey in this kernel). lab2's writes FAIL and starve
+    the aggregate; lab3's read-back FAILs naming the host, the file and the offset; nothing is left."""
+    lab, d = env
+    own = {"lab1": d["shared"] / "w-lab1", "lab2": d["slow"], "lab3": d["shared"] / "w-lab3"}
+    for p in (own["lab1"], own["lab3"]):
+        p.mkdir()
+    prof = tmp_path / "small.yaml"  # local's floors, sizes a 1 MB/s disk writes in seconds
+    prof.write_text("extends: local\ncriteria:\n"
+                    "  storage_write_seq: {min: 0.02, unit: GB/s, source: local, size: 4M, jobs: 2, "
+                    "iodepth: 4}\n"
+                    "  storage_write_small: {min: 0.01, unit: GB/s, source: local, files: 32, "
+                    "file_size: 64K, jobs: 2}\n"
+                    "  storage_write_aggregate: {min: 0.02, per: cluster, node_min: 0.01, unit: GB/s, "
+                    "source: local, size: 4M}\n")
+    inv = lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable, overrides={
+        "lab1": {"storage_path": str(own["lab1"])}, "lab2": {"storage_path": str(own["lab2"])},
+        "lab3": {"storage_path": str(own["lab3"]), "env": corrupting(tmp_path, own["lab3"])}})
+    with throttled(lab, "lab2", d["slow"], 1 << 20):
+        rc, res, out = accept(tmp_path, "-k", "storage_write", "--inventory", str(inv), "--profile",
+                              str(prof), "--storage-tool", "fio")
+    assert rc == 1, out
+    r = by_key(res)
+    for c in ("storage_write_seq", "storage_write_small"):
+        assert r[(c, "lab1")]["status"] == "PASS", r[(c, "lab1")]
+        slow = r[(c, "lab2")]
+        assert slow["status"] == "FAIL" and slow["measured"] < 0.002, slow
+        assert r[(c, "lab3")]["status"] == "PASS", r[(c, "lab3")]  # fast: only its bytes are wrong
+    assert r[("storage_write_verify", "lab1")]["status"] == "PASS"
+    assert r[("storage_write_verify", "lab2")]["status"] == "PASS"  # slow, but every byte right
+    bad = r[("storage_write_verify", "lab3")]
+    assert bad["status"] == "FAIL" and bad["measured"] > 0, bad
+    first = bad["details"]["read_back"]["seq"]["mismatches"][0]
+    assert first["file"].startswith(f"{own['lab3']}/.signoff-") and first["offset"] % 4096 == 0, first
+    assert bad["message"].startswith(f"lab3: {bad['measured']} of ") and \
+        f"{first['file']} at offset {first['offset']} (4096 bytes wrong, seq write)" in bad["message"], bad
+    agg = next(v for (c, _), v in r.items() if c == "storage_write_aggregate")
+    assert agg["status"] == "FAIL" and "below the per-host minimum: lab2 wrote" in agg["message"], agg
+    assert all(marked(p) == [] for p in own.values())
+
+
+def test_ctrl_c_during_a_write_leaves_no_files_and_no_probe(env, tmp_path):
+    """Ctrl-C while lab2 writes to its slowed disk (64 MiB at 1 MB/s: a minute): the run ends
+    INCOMPLETE, the write directory is gone and no write probe or fio is left."""
+    lab, d = env
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable,
+                                    overrides={"lab2": {"storage_path": str(d["slow"])}}), ["lab2"])
+    rd = tmp_path / "report"
+    with throttled(lab, "lab2", d["slow"], 1 << 20):
+        p = subprocess.Popen([sys.executable, "-m", "pytest", "acceptance/", "-k", "storage_write_seq",
+                              "--report-dir", str(rd), "-p", "no:cacheprovider", "--inventory", str(inv),
+                              "--profile", "local", "--storage-tool", "fio"],
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(d["slow"].glob(".signoff-*-lab2-write/seq/seq.*")):
+            time.sleep(0.1)
+        assert list(d["slow"].glob(".signoff-*-lab2-write/seq/seq.*")), "the write never started"
+        runid = next(d["slow"].glob(".signoff-*-lab2-write")).name[len(".signoff-"):-len("-lab2-write")]
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=60)
+    res = load_results(rd / "results.json")
+    assert res["verdict"] == "INCOMPLETE" and res["meta"]["interrupted"]
+    assert marked(d["slow"]) == [], "test files left behind"
+    assert _writers(runid) == [], "storage write probe still running after Ctrl-C"
+
+
+def _writers(runid: str) -> list[int]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if runid in cmd and "storage_write.py" in cmd or f"fiow-{runid}-" in cmd:
             out.append(int(pid))
     return out

@@ -50,6 +50,16 @@ def test_step_per_host_and_over_nodes_passes(lab, inv, tmp_path):
         assert [x["workers"] for x in head["details"]["loader"]] == [0, 1, 2]
         link = r[("host_link_bandwidth", h)]
         assert link["status"] == "N.A." and "no NVIDIA GPU" in link["message"], link
+        # the model-parallel step over the host's 2 gloo ranks (probe_parallel)
+        for c in ("tp_step_tflops", "tp_comm_share", "pipeline_step_tflops", "pipeline_bubble"):
+            assert r[(c, h)]["status"] == "PASS", r[(c, h)]
+        tp = r[("tp_step_tflops", h)]["details"]["tensor_parallel"]
+        assert tp["ranks"] == 2 and tp["allreduces_per_step"] == 4 and tp["params"] == 2 * 2 * 64 * 128, tp
+        assert r[("tp_comm_share", h)]["measured"] == tp["comm_share"]
+        pp = r[("pipeline_bubble", h)]["details"]["pipeline"]
+        assert pp["schedule"] == "GPipe" and pp["micro_batches"] == 8 and pp["ideal_bubble"] == 0.1111, pp
+        assert [s["stage"] for s in pp["stages"]] == [0, 1] and pp["delay"] is None, pp
+        assert r[("pipeline_bubble", h)]["measured"] == max(s["bubble"] for s in pp["stages"])
     nodes = r[("train_scaling_nodes", "all hosts")]
     assert nodes["status"] == "PASS", nodes
     assert set(nodes["details"]["efficiency"]) == {"2"} and nodes["details"]["ranks_per_node"] == 1
@@ -63,12 +73,20 @@ def test_step_per_host_and_over_nodes_passes(lab, inv, tmp_path):
         assert tr["details"]["used"][h.name] == {f"gloo/TCP over {h.veth_host}": peers}, tr
 
 
-def test_unreachable_minimum_lr_zero_and_slow_loader_fail(inv, tmp_path):
+def test_unreachable_minimum_lr_zero_slow_loader_and_fake_slow_stage_fail(inv, tmp_path):
+    """A FAKE slow pipeline stage: the profile's training.parallel.delay_ms sleeps 150 ms per
+    micro-batch on stage 1 (signoff cannot slow one rank's process of a host for real), 20x the
+    small step's own work per micro-batch: stage 0 waits on it nearly the whole step."""
     prof = tmp_path / "bad.yaml"
     prof.write_text(
         f"extends: {ROOT}/tests/profiles/lab.yaml\n"
-        "training: {lr: 0, loader: {delay_ms: 100, workers: [0], samples: 32}}\n"
+        "training: {lr: 0, warmup: 1, steps: 2, loader: {delay_ms: 100, workers: [0], samples: 32},\n"
+        "           parallel: {delay_ms: 150, delay_stage: 1}}\n"
         "criteria:\n"
+        "  tp_step_tflops: {min: 1000, unit: TFLOP/s, source: 'test: beyond reach'}\n"
+        "  tp_comm_share: {max: 0.0001, unit: share of the step, source: 'test: below any step'}\n"
+        "  pipeline_step_tflops: {min: 1000, unit: TFLOP/s, source: 'test: beyond reach'}\n"
+        "  pipeline_bubble: {max: 0.8, unit: over the ideal bubble, source: 'test: the fake stall'}\n"
         "  train_throughput: {min: 1000, unit: TFLOP/s, attempts: 2, source: 'test: beyond reach'}\n"
         "  train_scaling_host: {min: 100, unit: x linear, source: 'test: beyond linear'}\n"
         "  train_scaling_nodes: {min: 100, unit: x linear, source: 'test: beyond linear'}\n")
@@ -96,6 +114,19 @@ def test_unreachable_minimum_lr_zero_and_slow_loader_fail(inv, tmp_path):
         tp = r[("train_throughput", h)]  # far below its floor: final at once, saying why (retry policy)
         assert tp["status"] == "FAIL" and not tp["details"].get("attempts"), tp
         assert ", measured once: " in tp["message"] and "expected >= 1000 TFLOP/s" in tp["message"]
+        for c, what in (("tp_step_tflops", "model TFLOP/s per rank of the tensor-parallel step"),
+                        ("tp_comm_share", "share of the tensor-parallel step over 2 ranks in its"),
+                        ("pipeline_step_tflops", "model TFLOP/s per rank of the GPipe pipeline over 2")):
+            m = r[(c, h)]
+            assert m["status"] == "FAIL" and m["message"].startswith(f"{h}: {what}"), m
+        bub = r[("pipeline_bubble", h)]  # stage 0 idles while the slowed stage 1 works
+        pp = bub["details"]["pipeline"]
+        assert bub["status"] == "FAIL" and bub["details"]["slowest_stage"] == 1, bub
+        assert pp["delay"] == {"stage": 1, "ms": 150} and bub["measured"] == pp["stages"][0]["bubble"], pp
+        assert re.match(rf"{h}: bubble of the GPipe pipeline over 2 stages, 8 micro-batches: stage 0 idle "
+                        r"[\d.]+ ms of [\d.]+ ms per step \(slowest stage 1\) = [\d.]+ share of the step, "
+                        r"expected <= 0.9111 share of the step", bub["message"]), bub["message"]
+        assert "likely cause: stage 1 is busy" in bub["message"], bub["message"]
     nodes = r[("train_scaling_nodes", "all hosts")]
     assert nodes["status"] == "FAIL" and nodes["measured"] == nodes["details"]["efficiency"]["2"], nodes
     slow = nodes["details"]["slowest_node"]

@@ -808,7 +808,8 @@ def preflight(storage_path, iface, gpus=False):
             fs = storage.fs_info(path)
             out["storage"] = {"path": path, "temp_dir": not storage_path, "fstype": fs["fstype"],
                               "mount": fs["mount"], "network": fs["network"],
-                              "ram": fs["fstype"] in storage.RAM_FS}
+                              "ram": fs["fstype"] in storage.RAM_FS,
+                              "free": storage.space(path)[0]}  # bytes: the storage writes' preflight
         except Exception as exc:  # noqa: BLE001 - storage.Refused: the storage checks' own ERROR
             out["storage"] = {"path": storage_path, "temp_dir": not storage_path, "error": str(exc)}
     if net is not None:
@@ -826,6 +827,9 @@ def preflight(storage_path, iface, gpus=False):
     form = _beside("form")
     if form is not None:  # bare metal, VM or container, /dev/shm, memlock, NICs, disk (signoff/form)
         out["form"] = form.read((out.get("storage") or {}).get("path") or storage_path or None)
+    build = _beside("build")
+    if build is not None:  # the command line, NIC models, LLDP: judged against the intent (signoff/intent)
+        out["build"] = build.read()
     return out
 
 

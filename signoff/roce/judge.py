@@ -24,6 +24,15 @@ LOSS_CAUSE = ("packets lost on the lossless priority: PFC off or misconfigured o
               "path, buffers too small for the cable length, or a congested link without ECN")
 
 
+# where the per-priority enables are absent: they are MLNX_OFED's (DOCA-OFED's) sysfs; the kernel's
+# own mlx5 driver keeps RoCE congestion control's parameters in debugfs (drivers/infiniband/hw/mlx5/
+# cong.c: mlx5/<pci>/cc_params, rp_* and np_*), with no per-priority enable to read
+ECN_INBOX = ("/sys/class/net/<netdev>/ecn/roce_np|roce_rp/enable/<prio> are MLNX_OFED's sysfs; the inbox "
+             "mlx5 driver has none (its DCQCN parameters are in debugfs mlx5/<pci>/cc_params, Linux "
+             "drivers/infiniband/hw/mlx5/cong.c): install MLNX_OFED/DOCA-OFED, or a site profile without "
+             "roce_ecn where ECN is set elsewhere")
+
+
 @dataclass
 class Verdict:
     """`na` (why it does not apply) or `error` (why it cannot be judged), else the figure and the
@@ -133,7 +142,7 @@ def ecn(doc: dict | None, prio: int) -> Verdict:
                 off.append(f"{_name(p)} ECN {point} off on priority {prio} (on: {_on(vals)})")
     if unread and not off:
         return Verdict(error=f"ECN enable files absent or unreadable: {'; '.join(unread)} "
-                             f"(/sys/class/net/<netdev>/ecn/: ConnectX-4 and later with MLNX_OFED's sysfs)")
+                             f"({ECN_INBOX})")
     bad = {f.split(" ECN")[0] for f in off}
     return Verdict(measured=f"{len(eth) - len(bad)}/{len(eth)} ports", cause=ECN_CAUSE,
                    failures=off + [f"{u} unreadable" for u in unread], details={"ports": eth})

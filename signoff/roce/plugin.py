@@ -41,6 +41,12 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 @pytest.hookimpl
+def pytest_signoff_report_sections(doc, profile):
+    from signoff.roce import report
+    return report.section(doc["results"])
+
+
+@pytest.hookimpl
 def pytest_signoff_methodology(doc, profile):
     """The report's Methodology rows, where a host had RoCE to judge (all N.A.: none)."""
     if not any(str(r.get("criterion", "")).startswith("roce_") and r.get("status") != "N.A."

@@ -24,6 +24,11 @@ KNOBS = {
                            "alone_sample": 4},
     # node_min: GB/s every host must get while all read (none: not judged per host)
     "storage_read_aggregate": {"runtime": 15, "per": "cluster", "node_min": None},
+    # writes: one pass of `size` (a checkpoint's pattern), every byte read back (probe_storage_write)
+    "storage_write_seq": {"size": "8G", "bs": "1M", "jobs": 16, "iodepth": 16, "alone_sample": 4},
+    "storage_write_small": {"files": 4096, "file_size": "128K", "bs": "1M", "jobs": 8, "alone_sample": 4},
+    "storage_write_aggregate": {"size": "8G", "per": "cluster", "node_min": None},
+    "storage_write_verify": {},
 }
 
 
@@ -57,7 +62,7 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
             raise InputError(f"{w}: expected a number of GB/s above 0 every host must read (or none: "
                              f"not judged per host), got {val!r}")
     k = {**KNOBS.get(name, {}), **extra}
-    if name == "storage_read_small":
+    if name in ("storage_read_small", "storage_write_small"):
         fs, bs = parse_size(k["file_size"]), parse_size(k["bs"])
         if fs > bs and fs % bs:
             raise InputError(f"{where}.file_size: {k['file_size']} is larger than bs {k['bs']} "
@@ -67,11 +72,12 @@ def check_extra(name: str, value, extra: dict, where: str) -> None:
 
 def check_profile(profile, where: str) -> None:
     """`per: gpu` in a profile of no GPU class scales the aggregate minimum by 0 GPUs."""
-    t = profile.criteria.get("storage_read_aggregate")
-    if t and t.extra.get("per") == "gpu" and not profile.gpu_required:
-        raise InputError(f"{where}.storage_read_aggregate.per: gpu in a profile that expects no GPU "
-                         f"(hardware names no gpu_model or gpu_count): the minimum would be 0 GB/s on a "
-                         f"host without GPUs; use per: node or cluster")
+    for c in ("storage_read_aggregate", "storage_write_aggregate"):
+        t = profile.criteria.get(c)
+        if t and t.extra.get("per") == "gpu" and not profile.gpu_required:
+            raise InputError(f"{where}.{c}.per: gpu in a profile that expects no GPU "
+                             f"(hardware names no gpu_model or gpu_count): the minimum would be 0 GB/s on a "
+                             f"host without GPUs; use per: node or cluster")
 
 
 def knobs(t: Threshold) -> dict:
@@ -113,6 +119,25 @@ def overlap(per_host: dict[str, list[list[float]]]) -> dict:
 
 
 
+def makespan(per_host: dict[str, list[list[float]]]) -> dict:
+    """The aggregate of a one-pass write of every host at once (the checkpoint pattern): all
+    bytes over the time from the first host's start to the last host's end (a checkpoint is
+    written when its last host is done; the window in which all were writing is no measure of
+    it: a fast host is done before a slow one got going). Each host's share: its bytes over its
+    own span. coverage: 1 - the spread of the starts over that time (1: all started together)."""
+    spans = {h: (min(i[0] for i in iv), max(i[1] for i in iv)) for h, iv in per_host.items() if iv}
+    missing = sorted(set(per_host) - set(spans))
+    if missing:
+        raise ValueError(f"no write intervals from {', '.join(missing)}")
+    a, b = min(s for s, _ in spans.values()), max(e for _, e in spans.values())
+    took = max(b - a, 1e-9)
+    starts = [s for s, _ in spans.values()]
+    per = {h: gbps(sum(i[2] for i in per_host[h]), max(e - s, 1e-9)) for h, (s, e) in spans.items()}
+    return {"window": [a, b], "seconds": b - a, "coverage": max(0.0, 1 - (max(starts) - min(starts)) / took),
+            "spans": {h: [s, e] for h, (s, e) in spans.items()}, "per_host": per,
+            "aggregate": gbps(sum(i[2] for iv in per_host.values() for i in iv), took)}
+
+
 def alone_gbps(doc) -> float | None:
     """A host's alone read as judged (GB/s), None where it is no storage figure (an error, the
     page cache not bypassed): such a read is not noise, never read again."""
@@ -141,7 +166,7 @@ def scaled(t: Threshold, hosts: int, gpus: int) -> Threshold:
         return t
     n = hosts if per == "node" else gpus
     if n < 1:  # x 0 GPUs: a minimum of 0, which nothing fails
-        raise InputError(f"profile {t.profile}: criteria.storage_read_aggregate.per: {per}, but no host of "
+        raise InputError(f"profile {t.profile}: criteria.{t.criterion}.per: {per}, but no host of "
                          f"this run reports a {'GPU' if per == 'gpu' else 'node'}: the minimum would be "
                          f"0 GB/s; use per: node or cluster")
     return replace(t, value=round(t.value * n, 3),

@@ -15,9 +15,11 @@ def pytest_addoption(parser):
                      "there and are removed at the end (default: the inventory's storage_path, "
                      "else the host's temp dir)")
     g.addoption("--storage-readonly", action="store_true", default=False,
-                help="measure the files already in the storage path, writing nothing")
+                help="measure the files already in the storage path, writing nothing (the write "
+                     "checks N.A.)")
     g.addoption("--storage-tool", choices=("auto", "fio", "builtin"), default="auto",
-                help="storage reader: fio where installed (auto), or the built-in one (default auto)")
+                help="storage reader and writer: fio where installed (auto), or the built-in one "
+                     "(default auto)")
     g.addoption("--storage-min-free", default="10%",
                 help="refuse to write test files that would leave less free on the filesystem "
                      "(percent or size, default 10%%)")

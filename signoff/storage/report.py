@@ -1,5 +1,6 @@
-"""The report's storage section: each host's sequential and small-file read against its
-threshold (a histogram above MATRIX_MAX_HOSTS hosts), and the aggregate read's timeline."""
+"""The report's storage section: each host's sequential and small-file read, and write beside
+it, against its threshold (a histogram above MATRIX_MAX_HOSTS hosts), the write read-back, and
+the aggregate read's timeline and the aggregate write."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from signoff.render import render
 from signoff.report import MATRIX_MAX_HOSTS, VERDICT_COLOURS
 
 READS = (("storage_read_seq", "sequential"), ("storage_read_small", "small files"))
+WRITES = (("storage_write_seq", "sequential"), ("storage_write_small", "small files"))
 
 
-def per_host_figure(records: list[dict], profile) -> str:
+def per_host_figure(records: list[dict], profile, panels=READS, verb: str = "read") -> str:
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    for ax, (crit, label) in zip(axes, READS):
+    for ax, (crit, label) in zip(axes, panels):
         vals = {r["host"]: r["measured"] for r in records if r["criterion"] == crit
                 and isinstance(r.get("measured"), (int, float))}
         t = profile.criteria.get(crit) if profile else None
@@ -32,7 +34,7 @@ def per_host_figure(records: list[dict], profile) -> str:
             (ax.axhline if len(vals) <= MATRIX_MAX_HOSTS else ax.axvline)(
                 t.value, color="red", lw=1, label=f"threshold {t.value:g} {t.unit}")
             ax.legend(fontsize=7)
-        ax.set_title(f"{label} read, {len(vals)} host(s) (GB/s)", fontsize=9)
+        ax.set_title(f"{label} {verb}, {len(vals)} host(s) (GB/s)", fontsize=9)
         ax.grid(alpha=0.3)
     return png(fig)
 
@@ -82,15 +84,28 @@ def storage_section(records: list[dict], profile) -> str:
         shown = {"status": agg["status"], "measured": agg.get("measured"), "unit": agg.get("unit"),
                  "expected": agg.get("expected"),
                  "figure": img(fig, "aggregate read timeline") if fig else ""}
-    return render("storage/section.jinja2", per_host=per_host, agg=shown)
+    writes = ""
+    if any(r["criterion"] in dict(WRITES) and isinstance(r.get("measured"), (int, float)) for r in records):
+        writes = img(per_host_figure(records, profile, WRITES, "write"), "storage write per host")
+    wagg = next(({"status": r["status"], "measured": r.get("measured"), "unit": r.get("unit"),
+                  "expected": r.get("expected")} for r in records
+                 if r["criterion"] == "storage_write_aggregate"), None)
+    # the read-back: hosts whose written bytes read back wrong, with the first file and offset
+    verify = [{"host": r["host"], "status": r["status"], "measured": r.get("measured"),
+               "message": r.get("message") or ""} for r in records
+              if r["criterion"] == "storage_write_verify" and r["status"] != "PASS"][:MATRIX_MAX_HOSTS]
+    checked = sum(1 for r in records if r["criterion"] == "storage_write_verify" and r["status"] == "PASS")
+    return render("storage/section.jinja2", per_host=per_host, agg=shown, writes=writes, wagg=wagg,
+                  verify=verify, verified=checked)
 
 
 def methodology(doc: dict, profile) -> list[dict]:
     d = next((r["details"] for r in doc["results"]
               if r["criterion"] == "storage_read_seq" and r.get("details")), {})
     p = d.get("params") or {}
-    tries = {c.split("_")[-1]: retry.count(t) for c, t in (profile.criteria if profile else {}).items()
-             if c.startswith("storage_")}  # the retry policy's attempts: seq 3, small 3, aggregate 3
+    crits = profile.criteria if profile else {}
+    tries = {c.split("_")[-1]: retry.count(t) for c, t in crits.items()
+             if c.startswith("storage_read_")}  # the retry policy: seq 3, small 3, aggregate 3; writes none
     how = (f"bs {p.get('bs')} B, iodepth {p.get('iodepth')}, {p.get('numjobs')} jobs, "
            f"{'O_DIRECT' if p.get('direct') else 'buffered, page cache dropped'}, {p.get('runtime_s')} s "
            f"time-based" if p else "the profile's block size, depth, jobs and duration")
@@ -103,4 +118,12 @@ def methodology(doc: dict, profile) -> list[dict]:
                     f"(or the aggregate) that misses its threshold is read again, up to its attempts "
                     f"({', '.join(f'{w} {n}' for w, n in tries.items()) or retry.ATTEMPTS} in all), "
                     f"the best judged; one with an error, through the page cache or with too "
-                    f"little overlap never"}]
+                    f"little overlap never"},
+            {"check": "storage_write_seq, storage_write_small, storage_write_aggregate, storage_write_verify",
+             "tool": "fio rw=write (crc32c verify headers, then verify_only) or the built-in writer",
+             "how": "one pass of the profile's size per host (large files; many small files, each "
+                    "created, written, synced, closed), O_DIRECT where the filesystem takes it, synced; "
+                    "then every byte read back (fio's crc32c per 4 KiB block, or compared byte by byte "
+                    "with the built-in writer's pattern) and the files removed; the aggregate: every "
+                    "host at once, all bytes over the time until the last host was done; nothing "
+                    "written with --storage-readonly (N.A.)"}]

@@ -88,6 +88,15 @@ class StorageRun:
         self._touched: set[str] = set()  # hosts a claim was sent to (write mode)
         self._aggregate: dict | None = None
         self._alone: dict[str, dict] = {}
+        self._writes = None
+
+    def writes(self):
+        """The write checks' measurements (signoff/storage/writes.py), on this run's hosts and ids."""
+        from signoff.storage.writes import Writes
+        with self._lock:
+            if self._writes is None:
+                self._writes = Writes(self)
+            return self._writes
 
     # ------------------------------------------------------------------ configuration
 

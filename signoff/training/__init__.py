@@ -1,7 +1,9 @@
 """Training-level sign-off: a real data-parallel training step (probe_train: DDP, bf16 autocast,
 fused AdamW on a transformer stack the profile's `training:` section sizes) at 1, 2, 4, ... all
 GPUs of a host and over every node; whether a DataLoader's CPU work can feed it (probe_loader);
-host<->GPU copy bandwidth and NUMA placement (probe_hostlink). Judged in judge.py."""
+host<->GPU copy bandwidth and NUMA placement (probe_hostlink); a model-parallel step over the
+host's GPUs (probe_parallel: Megatron's tensor-parallel MLP, a GPipe pipeline). Judged in judge.py
+and parallel.py."""
 
 from signoff import InputError
 
@@ -23,6 +25,15 @@ CRITERIA = {
     # for the all-reduce: NET, MNNVL or data_iface. Judged by the class's multinode_transport unless
     # a profile sets this one (a site whose training takes another path than its benchmark)
     "train_transport": {"type": "name", "ops": ("equals",)},
+    # the model-parallel step over the host's ranks (probe_parallel, judged in parallel.py): model
+    # TFLOP/s per GPU; derived train_throughput: a fraction of the class's train_throughput figure
+    # (the pipeline's x (1 - its schedule's ideal bubble)), ERROR where the class has none
+    "tp_step_tflops": {"type": "number", "derived": {"train_throughput": "x train_throughput"}},
+    "tp_comm_share": {"type": "number", "ops": ("max",)},  # share of the TP step in its all-reduces
+    "pipeline_step_tflops": {"type": "number",
+                             "derived": {"train_throughput": "x train_throughput x (1 - ideal bubble)"}},
+    # the most idle stage's bubble; the limit is a margin over the schedule's ideal (p-1)/(m+p-1)
+    "pipeline_bubble": {"type": "number", "ops": ("max",)},
 }
 PLUGIN = "signoff.training.plugin"
 
@@ -32,6 +43,10 @@ PLUGIN = "signoff.training.plugin"
 DEFAULTS = {"layers": 12, "d_model": 2048, "heads": 16, "ffn": 8192, "seq": 2048, "batch": 8,
             "warmup": 3, "steps": 20, "lr": 1e-4, "threads": 1}
 LOADER = {"size": 256, "crop": 224, "batch": 64, "samples": 1024, "workers": None, "delay_ms": 0}
+# The model-parallel step (probe_parallel) takes the step's sizes above; its own: the pipeline's
+# micro-batches (None: 4 x its stages) and, for tests, a sleep of delay_ms per micro-batch on stage
+# delay_stage (a fake slow stage: signoff cannot slow one rank of a host for real).
+PARALLEL = {"micro_batches": None, "delay_ms": 0, "delay_stage": 0}
 
 
 def check_extra(name: str, value, extra: dict, where: str) -> None:
@@ -52,9 +67,20 @@ def _number(where: str, key: str, val, low: float, integer: bool = True):
 def merge_section(inherited: dict, section, where: str) -> dict:
     """The profile's `training:` over its parent's; every key checked, unknown ones refused."""
     if not isinstance(section, dict):
-        raise InputError(f"{where}: expected a mapping of {', '.join([*DEFAULTS, 'loader'])}")
-    out = {**DEFAULTS, **inherited, "loader": {**LOADER, **inherited.get("loader", {})}}
+        raise InputError(f"{where}: expected a mapping of {', '.join([*DEFAULTS, 'loader', 'parallel'])}")
+    out = {**DEFAULTS, **inherited, "loader": {**LOADER, **inherited.get("loader", {})},
+           "parallel": {**PARALLEL, **inherited.get("parallel", {})}}
     for key, val in section.items():
+        if key == "parallel":
+            if not isinstance(val, dict):
+                raise InputError(f"{where}.parallel: expected a mapping of {', '.join(PARALLEL)}")
+            for k, v in val.items():
+                if k not in PARALLEL:
+                    raise InputError(f"{where}.parallel.{k}: unknown key (allowed: {', '.join(PARALLEL)})")
+                if not (k == "micro_batches" and v is None):
+                    _number(where, f"parallel.{k}", v, 1 if k == "micro_batches" else 0, k != "delay_ms")
+                out["parallel"][k] = v
+            continue
         if key == "loader":
             if not isinstance(val, dict):
                 raise InputError(f"{where}.loader: expected a mapping of {', '.join(LOADER)}")
@@ -73,7 +99,8 @@ def merge_section(inherited: dict, section, where: str) -> dict:
         elif key in DEFAULTS:
             out[key] = _number(where, key, val, 0 if key == "lr" else 1, key != "lr")
         else:
-            raise InputError(f"{where}.{key}: unknown key (allowed: {', '.join([*DEFAULTS, 'loader'])})")
+            raise InputError(f"{where}.{key}: unknown key (allowed: "
+                             f"{', '.join([*DEFAULTS, 'loader', 'parallel'])})")
     if out["d_model"] % out["heads"]:
         raise InputError(f"{where}: d_model {out['d_model']} is not a multiple of heads {out['heads']}")
     if out["loader"]["crop"] > out["loader"]["size"]:
@@ -88,3 +115,21 @@ SECTIONS = {"training": merge_section}
 def section(profile) -> dict:
     """The profile's training section with every default filled in."""
     return merge_section(profile.section("training"), {}, f"profile {profile.name}: training")
+
+
+def estimate(config, prof, picked, pairs) -> list[str]:
+    """`signoff plan`: the model-parallel step's time per host (every host at once), its model FLOP
+    at the class's train_throughput floor: the most a healthy host takes (start-up on top)."""
+    from signoff.training.parallel import plan_seconds
+    ours = [c for c in ("tp_step_tflops", "tp_comm_share", "pipeline_step_tflops", "pipeline_bubble")
+            if c in picked]
+    if not ours:
+        return []
+    t = prof.criteria.get("train_throughput")
+    ranks = prof.hardware.get("gpu_count") or 2  # a CPU-only host's 2 gloo ranks
+    if ranks < 2:
+        return ["model-parallel steps: N.A. on these hosts (one GPU each): no time"]
+    if t is None or t.unit != "TFLOP/s":
+        return [f"model-parallel steps ({', '.join(ours)}): time unknown (no train_throughput figure)"]
+    return [f"model-parallel steps (tensor-parallel, then a GPipe pipeline over {ranks} ranks; at "
+            f"train_throughput's {t.value:g} TFLOP/s): {plan_seconds(section(prof), ranks, t.value):.0f} s"]

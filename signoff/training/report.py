@@ -13,7 +13,8 @@ def training_section(records: list[dict]) -> str:
     steps = [r for r in records
              if r["criterion"] == "train_throughput" and (r.get("details") or {}).get("widths")]
     nodes = by.get(("train_scaling_nodes", "all hosts"))
-    if not steps and not (nodes and (nodes.get("details") or {}).get("efficiency")):
+    par = _parallel_rows(records)
+    if not steps and not par and not (nodes and (nodes.get("details") or {}).get("efficiency")):
         return ""
     rows = []
     for r in steps:
@@ -31,7 +32,29 @@ def training_section(records: list[dict]) -> str:
     across = {"status": nodes["status"], "slowest": str(d.get("slowest_node")),
               "efficiency": ", ".join(f"{k} nodes {v}" for k, v in d["efficiency"].items())
               } if d.get("efficiency") else None
-    return render("training/section.jinja2", rows=rows, nodes=across)
+    return render("training/section.jinja2", rows=rows, nodes=across, parallel=par)
+
+
+def _parallel_rows(records: list[dict]) -> list[dict]:
+    """Per host, the tensor-parallel step and the pipeline: ranks, ms/step, TFLOP/s per GPU, comm
+    share, and the pipeline's bubble against its schedule's ideal (the status: its own checks')."""
+    by = {(r["criterion"], r["host"]): r for r in records}
+    rows = []
+    for (crit, host), r in by.items():
+        step = {"tp_step_tflops": "tensor_parallel", "pipeline_step_tflops": "pipeline"}.get(crit)
+        d = ((r.get("details") or {}).get(step) or {}) if step else {}
+        if not d:
+            continue
+        other = by.get(("tp_comm_share" if step == "tensor_parallel" else "pipeline_bubble", host), {})
+        worst = "FAIL" if "FAIL" in (r["status"], other.get("status")) else r["status"]
+        pipe = step == "pipeline"
+        rows.append({"cls": status_class(worst), "host": host,
+                     "step": f"pipeline ({d['schedule']}, {d['micro_batches']} micro-batches)" if pipe
+                     else "tensor parallel (Megatron MLP)",
+                     "ranks": d["ranks"], "step_ms": f"{d['step_s'] * 1e3:.1f}",
+                     "tflops": f"{d['tflops_per_gpu']:g}", "comm": f"{d['comm_share']:.0%}",
+                     "bubble": f"{d['bubble']:.0%} (ideal {d['ideal_bubble']:.0%})" if pipe else ""})
+    return sorted(rows, key=lambda x: (x["host"], x["step"]))
 
 
 def methodology(doc: dict, profile) -> list[dict]:
@@ -64,4 +87,16 @@ def methodology(doc: dict, profile) -> list[dict]:
              "tool": "torch copies, sysfs",
              "how": "1 GiB per GPU: pinned host-to-device and device-to-host, pageable host-to-device; "
                     "CUDA events, mean of 20 after 3 warm-ups (GB = 1e9 B); the GPU's NUMA node and "
-                    "local CPUs against the process's CPU affinity"}]
+                    "local CPUs against the process's CPU affinity"},
+            {"check": "tp_step_tflops, tp_comm_share, pipeline_step_tflops, pipeline_bubble",
+             "tool": "torch.distributed all_reduce, send/recv (NCCL; gloo on CPU hosts)",
+             "how": f"{s['layers']} MLP blocks x + gelu(x W1) W2 (d_model {s['d_model']}, ffn {s['ffn']}), "
+                    f"seq {s['seq']}, batch {s['batch']}, over the host's GPUs (2 gloo ranks without one); "
+                    f"tensor parallel: W1 by columns, W2 by rows (Megatron-LM), one all-reduce per layer "
+                    f"forward and one backward; pipeline: the layers in one stage per GPU, GPipe's schedule "
+                    f"of {s['parallel']['micro_batches'] or '4 x stages'} micro-batches with blocking "
+                    f"send/recv; {s['warmup']} warm-up then {s['steps']} timed steps, the slowest rank; "
+                    f"model FLOP per GPU = 6 x params x tokens / p; TP comm share = 1 - the step without "
+                    f"its all-reduces / the step; bubble = a stage's idle (step - its own work - its "
+                    f"messages at the ping-pong time of its links) / the step, the idlest stage, judged "
+                    f"against (p-1)/(m+p-1) plus the threshold's margin"}]

@@ -103,6 +103,31 @@ def hostlink_doc(host, profile) -> dict:
     return retry.kept(*retry.best_of(doc, lambda: copies(host.probe), figure, t))
 
 
+def parallel_doc(host, profile) -> dict:
+    """The tensor-parallel and pipeline steps over the host's GPUs (2 gloo ranks without one); N.A.
+    on one GPU: both split the model over two ranks at least."""
+    devices = collective_devices(host)
+    if len(devices) == 1:
+        not_applicable(f"{host} has one GPU: the tensor-parallel and pipeline steps split the model "
+                       f"over two at least")
+    sec = section(profile)
+    par = sec["parallel"]
+    args = [a for k in ("layers", "d_model", "ffn", "seq", "batch", "warmup", "steps", "lr", "threads")
+            for a in (f"--{k.replace('_', '-')}", str(sec[k]))]
+    args += ["--micro-batches", str(par["micro_batches"] or 0)]
+    if par["delay_ms"]:  # a fake slow stage (tests)
+        args += ["--delay-ms", str(par["delay_ms"]), "--delay-stage", str(par["delay_stage"])]
+    doc = host.cached_probe("parallel", *args, timeout=PROBE_TIMEOUT_S, env=nccl_env(profile))
+    if "error" in doc:
+        raise ProbeError(f"{host}: model-parallel probe failed: {doc['error']}")
+    if doc.get("not_applicable"):
+        not_applicable(f"{host}: {doc['not_applicable']}")
+    if devices and doc["local_ranks"] != len(devices):
+        raise ProbeError(f"{host}: the model-parallel step ran on {doc['local_ranks']} of the {len(devices)} "
+                         f"GPUs NVML reports (CUDA_VISIBLE_DEVICES or a GPU torch cannot use)")
+    return doc
+
+
 # Each measurement's family (phases run one after another, never beside each other on a host:
 # the loader's CPU work would slow the step), its checks, and its probe behind the gates.
 MEASURES = {
@@ -113,6 +138,9 @@ MEASURES = {
                lambda v, prof: class_guard(prof, [v]) or loader_doc(v, prof)),
     "hostlink": ("training hostlink", ("test_host_link_bandwidth",),
                  lambda v, prof: class_guard(prof, [v]) or hostlink_doc(v, prof)),
+    "parallel": ("training parallel", ("test_tp_step_tflops", "test_tp_comm_share",
+                                       "test_pipeline_step_tflops", "test_pipeline_bubble"),
+                 lambda v, prof: class_guard(prof, [v]) or parallel_doc(v, prof)),
 }
 
 
