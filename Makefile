@@ -8,6 +8,7 @@ HOSTS ?=
 ARGS ?=
 SYSTEM_PKGS := openssh-server fio iperf3 iproute2 python3 procps slurmctld slurmd slurm-client munge
 SYSTEM_PKGS += chromium poppler-utils  # the report's headless-browser and PDF tests
+SYSTEM_PKGS += gcc libc6-dev  # the storage lab's fake corrupting disk (no device-mapper here)
 
 HOST_OPTS := $(if $(INVENTORY),--inventory $(INVENTORY),) $(if $(HOSTS),--hosts $(HOSTS),)
 
@@ -38,7 +39,7 @@ venv: $(VENV)/.installed
 # and poppler for the report); needs root.
 system:
 	@missing=""; for b in /usr/sbin/sshd /usr/bin/fio /usr/bin/iperf3 /usr/sbin/ip /usr/bin/python3 \
-	  /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/srun /usr/sbin/munged /usr/bin/chromium /usr/bin/pdftoppm; do \
+	  /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/srun /usr/sbin/munged /usr/bin/chromium /usr/bin/pdftoppm /usr/bin/gcc; do \
 	  [ -x $$b ] || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PKGS); fi

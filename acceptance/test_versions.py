@@ -2,6 +2,7 @@
 
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
+from signoff.intent.judge import pinned
 from signoff.units import version_tuple
 from signoff.versions import parity
 from signoff.versions.judge import runs_on
@@ -14,13 +15,17 @@ COMPAT_SOURCE = ("NVIDIA CUDA compatibility docs (docs.nvidia.com/deploy/cuda-co
                  "for CUDA 12.x, >= 580 for 13.x; docs/reference-figures.md)")
 
 
-def test_version_parity(host, fleet, check):
+def test_version_parity(host, fleet, check, intent):
     per_host = fleet.once("versions", lambda: {n: parity.versions(f) for n, f in fleet.all_facts().items()
                                                if isinstance(f, dict)})
     if len(fleet.names) < 2:
         not_applicable("one host: nothing to compare its versions with (its versions: the report's "
                        "versions table)")
-    odd = parity.deviations(per_host, host.name, fleet.once("parity", lambda: parity.fields(per_host)))
+    skip = pinned(intent)  # what the intent file pins is judged against it (intent_*): a fleet
+    if skip:  # uniformly on the wrong firmware is no majority's to pass
+        check.note(f"{', '.join(parity.FIELDS[f][0] for f in parity.FIELDS if f in skip)}: judged against "
+                   f"the intent file (intent_versions, intent_firmware), not the majority")
+    odd = parity.deviations(per_host, host.name, fleet.once("parity", lambda: parity.fields(per_host)), skip)
     check.require(odd, f"{len(odd)} field(s) differ", "the same versions as the other hosts",
                   PARITY_SOURCE, cause="hosts were provisioned from different images or envs",
                   details=per_host[host.name])

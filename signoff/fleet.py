@@ -630,6 +630,19 @@ class Fleet:
                 continue
         return out
 
+    def documents(self, name: str) -> dict:
+        """Host `name`'s document of every family measured on it (what its measurement raised, as
+        {"error": text}; one still under way left out, never waited for): the raw outputs the run
+        holds, kept in a failed host's evidence (signoff/evidence)."""
+        out = {}
+        for family, futures in list(self._families.items()):
+            fut = futures.get(name)
+            if fut is None or not fut.done() or fut.cancelled():
+                continue
+            exc = fut.exception()
+            out[family] = {"error": f"{type(exc).__name__}: {exc}"} if exc is not None else fut.result()
+        return out
+
     def _timed(self, family: str, name: str, measure):
         """measure(name), its start and end (UTC) kept in windows: proof of the overlap. A
         document that saw another process on a GPU is an error of every check of it, naming

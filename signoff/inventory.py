@@ -17,7 +17,7 @@ from signoff.hostlist import check_name, expand, fold
 HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags", "env",
              "data_iface"}
 HOST_KEYS |= {"storage_path", "storage_readonly"}  # the directory the storage checks read
-TOP_KEYS = {"hosts", "defaults", "known_hosts"}
+TOP_KEYS = {"hosts", "defaults", "known_hosts", "intent"}  # intent: the intended build (signoff/intent)
 LOCAL = "local"
 
 
@@ -57,6 +57,7 @@ class Inventory:
     # host -> why the run leaves it out (--hosts, --tags, --exclude-hosts, a Slurm node the
     # --inventory lacks): every output names them, so no one takes them as checked
     excluded: dict[str, str] = field(default_factory=dict)
+    intent: str | None = None  # the intent file it names (resolved against its directory); --intent wins
 
 
 def select(inv: Inventory, where: str, hosts: str | None = None, tags: str | None = None,
@@ -107,7 +108,7 @@ def select(inv: Inventory, where: str, hosts: str | None = None, tags: str | Non
         said.append(f"--exclude-hosts {exclude}")
     if not said:
         return inv
-    return Inventory(chosen, inv.known_hosts, f"{inv.source}: {' '.join(said)}", excluded)
+    return Inventory(chosen, inv.known_hosts, f"{inv.source}: {' '.join(said)}", excluded, inv.intent)
 
 
 OWN_ENV = "signoff's own (torch {torch}), not a training environment"
@@ -266,4 +267,10 @@ def load(path: str | Path) -> Inventory:
         if not Path(known).is_file():
             why = "is a directory, not a file" if Path(known).is_dir() else "no such file"
             raise InputError(f"inventory {path}: known_hosts: {known}: {why}")
-    return Inventory(hosts, known_hosts=known, source=str(path))
+    intent = data.get("intent")
+    if intent is not None and (not isinstance(intent, str) or not intent.strip()):
+        raise InputError(f"inventory {path}: intent: expected the intent file's path, got {intent!r}")
+    if intent is not None:  # a relative path is the inventory's neighbour, as known_hosts is
+        intent = Path(intent).expanduser()
+        intent = str(intent if intent.is_absolute() else path.parent / intent)
+    return Inventory(hosts, known_hosts=known, source=str(path), intent=intent)

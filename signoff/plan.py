@@ -332,6 +332,12 @@ def planned(config, state, targets: list[str], contact: bool = True) -> tuple[st
         lines.append("long measurements (their own time; start-up, retries and the other checks "
                      "come on top):")
         lines += [f"  {x}" for x in [*est, *filter(None, [total_line(est)])]]
+    kept = config.getoption("evidence", "none")
+    if kept != "none":  # signoff/evidence: after the checks, on the hosts that failed (or every host)
+        who = "every host" if kept == "all" else "the failed hosts"
+        lines.append(f"evidence: collected from {who} after the run (budget "
+                     f"{config.getoption('evidence_budget'):g} s, {config.getoption('evidence_max_mb'):g} MB "
+                     f"a host; --evidence)")
     if fatal:
         lines.append(f"exit code {PREDICTS_ERROR}: the run would ERROR or FAIL its class guard "
                      f"({len(fatal)} line{'s' if len(fatal) > 1 else ''} under \"will ERROR or be N.A.\"); "

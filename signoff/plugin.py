@@ -18,6 +18,7 @@ import pytest
 from signoff import (
     InputError,
     baseline,
+    evidence,
     families,
     fixtures,
     hookspecs,
@@ -39,8 +40,9 @@ from signoff.recorder import Recorder
 from signoff.results import Results
 from signoff.state import ROOT, STATE, State
 
-# Each family's options, fixtures and hooks (signoff/<family>/plugin.py).
-pytest_plugins = families.plugins()
+# Each family's options, fixtures and hooks (signoff/<family>/plugin.py); the evidence per failed
+# host (signoff/evidence: no family, it judges nothing)
+pytest_plugins = [*families.plugins(), "signoff.evidence.plugin"]
 
 def pytest_addhooks(pluginmanager):
     pluginmanager.add_hookspecs(hookspecs)
@@ -309,7 +311,8 @@ def pytest_configure(config):
 # hosts), and a name planted there is never written through (signoff/safefile.py).
 RUN_FILES = ("results.json", "results.jsonl", "junit.xml", "report.html", "report.md",
              report.EXCLUDE_FILE, report.DRAIN_FILE, openmetrics.FILE, manifest.NAME, manifest.SIG)
-RUN_DIRS = ("hosts", *(d for mod in families.modules() for d in getattr(mod, "REPORT_DIRS", ())))
+RUN_DIRS = ("hosts", evidence.DIR,
+            *(d for mod in families.modules() for d in getattr(mod, "REPORT_DIRS", ())))
 
 
 def _report_dir(arg: str | None) -> Path:

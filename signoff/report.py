@@ -219,6 +219,7 @@ def by_host(doc: dict) -> tuple[list[dict], list[str], list[str]]:
     port (FAIL net_pair_bandwidth)'; the lines no host is at fault for; the hosts to exclude."""
     groups, unplaced = causes.host_findings(doc)
     facts = doc.get("hosts") or {}
+    kept = evidence_of(doc)
     out = []
     for g in groups:
         who = hosts_text(g.hosts)
@@ -226,6 +227,11 @@ def by_host(doc: dict) -> tuple[list[dict], list[str], list[str]]:
         ident = ([f"{h}: {host_identity(facts[h])}" for h in g.hosts if h in facts]
                  if len(g.hosts) <= MATRIX_MAX_HOSTS else
                  [f"{len(g.hosts)} hosts: each one's identity in report.html's Hardware signed off"])
+        # where each host's RMA evidence is (signoff/evidence): a line a host
+        if len(g.hosts) <= MATRIX_MAX_HOSTS:
+            ident += [f"{h}: evidence {kept[h]}" for h in g.hosts if h in kept]
+        elif any(h in kept for h in g.hosts):
+            ident.append(f"evidence of each: {EVIDENCE_DIR}/<host>.tar.gz")
         lines = [f"{who}: {f.what}"
                  + (f" ({f.evidence}{f', as on {g.hosts[0]}' if many else ''})" if f.evidence else "")
                  + f": {f.action} ({f.status} {_checks(f.checks)})".replace(" )", ")")
@@ -233,6 +239,34 @@ def by_host(doc: dict) -> tuple[list[dict], list[str], list[str]]:
         out.append({"hosts": g.hosts, "who": who, "exclude": g.exclude, "identity": ident,
                     "lines": [figures_in(x) for x in lines]})
     return out, unplaced, causes.to_exclude(groups)
+
+
+EVIDENCE_DIR = "evidence"  # signoff.evidence.DIR: what --evidence keeps per host
+
+
+def evidence_of(doc: dict) -> dict[str, str]:
+    """host -> where its evidence is ('evidence/lab3.tar.gz (folder evidence/lab3/)'): meta.evidence,
+    which signoff/evidence/plugin.py sets before the reports are written."""
+    ev = (doc.get("meta") or {}).get("evidence") or {}
+    return {h: f"{e['archive']} (folder {e['folder']}/)" for h, e in (ev.get("hosts") or {}).items()
+            if isinstance(e, dict) and e.get("archive") and e.get("folder")}
+
+
+def evidence_md(doc: dict) -> list[str]:
+    """report.md's Evidence: a line per host (the first COVER_LINES; the rest in evidence/)."""
+    kept = evidence_of(doc)
+    if not kept:
+        return []
+    ev = doc["meta"]["evidence"]
+    b = ev.get("budget") or {}
+    mb = b.get("bytes", 0) // 10 ** 6
+    out = ["## Evidence", "", f"Kept per host for the provider's RMA (--evidence {ev.get('mode')}; "
+           f"collected from each host after the run within {b.get('seconds', 0):g} s and {mb} MB): each "
+           f"folder's index.md says what is in it, an rma-<serial>.html a GPU to send back.", ""]
+    out += [f"- {md_text(h)}: {md_text(where)}" for h, where in list(kept.items())[:COVER_LINES]]
+    if len(kept) > COVER_LINES:
+        out.append(f"- {len(kept) - COVER_LINES} more hosts: {EVIDENCE_DIR}/")
+    return out + [""]
 
 
 def _checks(names: list[str]) -> str:
@@ -426,7 +460,17 @@ def cover(verdict: str, doc: dict) -> str:
         run_line=run_line(meta), rerun=rerun_text(meta) if meta.get("rerun") else "",
         excluded=excluded_text(meta) if meta.get("excluded") else "", launcher=launcher(meta, records),
         probe_env=probe_env_text(meta) if meta.get("probe_env") else "",
-        partial=partial_text(meta) if meta.get("partial") else "")
+        partial=partial_text(meta) if meta.get("partial") else "", intent=intent_cover(meta))
+
+
+def intent_cover(meta: dict) -> dict | None:
+    """The cover's "Against the intended build" (signoff/intent: results.json's meta.intent): the
+    intent file, and one line per finding (one physical fault, its hosts folded, its fix)."""
+    it = meta.get("intent")
+    if not isinstance(it, dict):
+        return None
+    return {"file": f"{it.get('file')} (sha256 {str(it.get('sha256'))[:12]})",
+            "lines": [str(f.get("line")) for f in it.get("findings") or [] if isinstance(f, dict)]}
 
 
 def rerun_text(meta: dict) -> str:
@@ -889,6 +933,15 @@ def markdown(doc: dict) -> str:
             out.append(f"- {len(groups) - COVER_LINES} more to fix: report.html, results.json")
         out.append("")
     out += by_host_md(doc)
+    out += evidence_md(doc)
+    intent = intent_cover(meta)
+    if intent:
+        out += [f"## Against the intended build ({md_text(intent['file'])})", ""]
+        out += [f"- {md_text(x)}" for x in intent["lines"][:COVER_LINES]] or \
+            ["- every host judged is as intended"]
+        out += [f"- {len(intent['lines']) - COVER_LINES} more: report.html, results.json"] \
+            if len(intent["lines"]) > COVER_LINES else []
+        out.append("")
     cannot = unseen.lines(doc)
     if cannot:
         out += ["## What this machine cannot show", "", *(f"- {md_text(x)}" for x in cannot), ""]

@@ -116,3 +116,27 @@ def test_stand_in_dcgmi_on_lab_hosts_gives_each_verdict_over_ssh(run):
     # the ISOLATE / RESET actions on the cover, the GPU and its serial named
     md = (rd / "report.md").read_text()
     assert f"isolate GPU 1 (serial {s[1]})" in md and f"reset GPU 2 (serial {s[2]})" in md, md[:3000]
+
+
+def test_each_failed_hosts_evidence_holds_its_rma_pages_and_dcgms_json(run):
+    """Issue 54 item 1: every host exclude.hostlist names (all but the passing one) gets its folder and
+    archive; the Fail host's holds an RMA page for exactly the GPUs DCGM failed (1 and 2: serial, PCI
+    slot, model, what failed) and dcgmi's JSON verbatim; the passing host gets nothing."""
+    rc, res, out, case, rd = run
+    host = {c: h for h, c in case.items()}
+    ev = rd / "evidence"
+    sick = sorted(h for h, c in case.items() if c != "pass")
+    assert (rd / "exclude.hostlist").read_text().strip() == "lab[2-8]" and host["pass"] == "lab1", case
+    assert sorted(os.listdir(ev)) == sorted([*sick, *(f"{h}.tar.gz" for h in sick)])
+    h, s = host["fail_isolate"], serials(host["fail_isolate"])
+    mine = ev / h
+    assert sorted(p.name for p in mine.glob("rma-*.html")) == [f"rma-{s[1]}.html", f"rma-{s[2]}.html"]
+    page = (mine / f"rma-{s[1]}.html").read_text()
+    for want in (f"<td>{s[1]}</td>", "<td>00000000:28:00.0</td>", "<td>NVIDIA H200</td>",
+                 "Hardware test memory Fail: error id 4", "<li>raw/dcgm.json</li>", f"evidence/{h}.tar.gz"):
+        assert want in page, want
+    assert s[2] not in page.split("<h2>What failed</h2>")[0]  # GPU 2's serial: its own page
+    assert (mine / "raw" / "dcgm.json").read_text() == (rd / "dcgm" / f"{h}.json").read_text()
+    assert all(x in (mine / "sysinfo.json").read_text() for x in s)  # every board's serial, as read
+    assert not (ev / host["hang"] / "raw").exists()  # it printed nothing: no raw JSON to keep
+    assert res["meta"]["evidence"]["hosts"][h]["gpus"] == [f"rma-{s[1]}.html", f"rma-{s[2]}.html"]

@@ -7,8 +7,8 @@ from pathlib import Path
 from signoff import families, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("checkpoint", "dcgm", "fabric", "form", "gpu", "interconnect", "network", "rails", "roce", "soak",
-         "storage", "training", "versions")
+NAMES = ("checkpoint", "dcgm", "fabric", "form", "gpu", "intent", "interconnect", "network", "rails", "roce",
+         "soak", "storage", "training", "versions")
 
 
 def test_every_family_found_with_its_criteria_and_probes():
@@ -22,7 +22,7 @@ def test_every_family_found_with_its_criteria_and_probes():
     assert set(families.probes()) == {"sysinfo", "allreduce", "p2p", "storage", "netinfo",
                                       "netpair", "soak", "train", "loader", "hostlink", "sdc", "hbm",
                                       "cotenants", "dcgm", "form", "roce", "checkpoint", "gdr", "parallel",
-                                      "storage_write"}
+                                      "storage_write", "build", "evidence"}
     # what a host gets: each probe as <name>.py, and what they share beside them
     assert set(families.shipped()) == {f"{n}.py" for n in families.probes()} | {"probelib.py"}
     assert profiles.top_keys() >= {"criteria", "hardware", "soak", "training", "checkpoint"}

@@ -4,6 +4,9 @@ it by name; the data interfaces' real veth counters, read before and after real 
 
 from __future__ import annotations
 
+import json
+import os
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -53,6 +56,30 @@ def test_one_host_computing_wrongly_fails_by_name(lab, tmp_path):
     assert bad["status"] == "FAIL" and "gemm_fp32 result" in bad["message"], bad["message"]
     assert "on lab1, lab2" in bad["message"] and "reduce_fp32" not in bad["message"].split(" (expected")[0]
     assert bad["details"]["injected"] == "gemm_fp32"
+    # the one sick host's evidence (issue 54 item 1), collected from it after the run; none of the others'
+    rd = tmp_path / "report"
+    ev = rd / "evidence"
+    assert (rd / "exclude.hostlist").read_text() == "lab3\n"
+    assert sorted(os.listdir(ev)) == ["lab3", "lab3.tar.gz"]
+    folder = sorted(f"lab3/{p.relative_to(ev / 'lab3').as_posix()}" for p in (ev / "lab3").rglob("*")
+                    if p.is_file())
+    with tarfile.open(ev / "lab3.tar.gz") as tar:
+        assert sorted(m.name for m in tar.getmembers()) == folder
+    assert {"lab3/index.md", "lab3/index.json", "lab3/records.json", "lab3/sysinfo.json",
+            "lab3/run/silent-data-corruption.json"} <= set(folder), folder
+    assert [(r["criterion"], r["host"]) for r in json.loads((ev / "lab3" / "records.json").read_text())] == \
+        [("sdc", "lab3")]
+    index = json.loads((ev / "lab3" / "index.json").read_text())
+    assert index["why"][0].startswith("FAIL sdc: gemm_fp32 result"), index["why"]
+    fresh = {p["name"]: p for p in index["fresh"]}  # the probe ran on lab3: each piece said, none missing
+    assert set(fresh) == {"kernel-log", "nvidia-smi-q", "lspci", "nvidia-bug-report"}, index["fresh"]
+    assert fresh["nvidia-smi-q"]["status"] == fresh["nvidia-bug-report"]["status"] == "absent"  # no driver
+    assert fresh["kernel-log"]["status"] in ("ok", "failed")
+    assert ("lab3/fresh/kernel-log.txt" in folder) == (fresh["kernel-log"]["status"] == "ok")
+    assert list(res["meta"]["evidence"]["hosts"]) == ["lab3"]
+    assert "lab3: evidence evidence/lab3.tar.gz (folder evidence/lab3/)" in (rd / "report.md").read_text()
+    listed = (rd / "MANIFEST.sha256").read_text()  # written after the evidence: it lists every file
+    assert all(f"  evidence/{f}\n" in listed for f in folder) and "  evidence/lab3.tar.gz\n" in listed
 
 
 def test_two_hosts_that_disagree_are_both_errors_never_the_healthy_one_failed(lab, tmp_path):

@@ -115,6 +115,48 @@ def test_parity_fails_the_odd_host_and_dead_host_errors(lab, tmp_path):
     assert (tmp_path / "report" / "junit.xml").exists()
 
 
+def test_intent_file_wrong_firmware_and_kernel_parameter_each_one_finding_with_its_fix(lab, tmp_path):
+    """The intended build (signoff/intent) over SSH: the real sysinfo and build probes on lab1-3, each
+    reading a FAKE sysfs of two ConnectX-7 cards (15b3:1021: no NIC here) and a FAKE /proc/cmdline;
+    lab2 and lab3 on the old NIC firmware, lab3 booted with iommu=off; the inventory's intent: names
+    the file. Exactly one finding per fault, its hosts folded, with its fix; parity by majority
+    (lab1, the one host on the intended firmware, is its odd one out) leaves the firmware to it."""
+    from test_intent import fake_nic_sysfs
+
+    old, new = "28.39.1002", "28.41.1000"
+    hosts = {}
+    for name, fw, iommu in (("lab1", new, "pt"), ("lab2", old, "pt"), ("lab3", old, "off")):
+        proc = tmp_path / f"proc-{name}"
+        proc.mkdir()
+        (proc / "cmdline").write_text(f"ro quiet iommu={iommu}\n")
+        hosts[name] = {"env": {"SIGNOFF_SYSFS": str(fake_nic_sysfs(tmp_path / f"sys-{name}", [fw, fw])),
+                               "SIGNOFF_PROCFS": str(proc)}}
+    (tmp_path / "intent.yaml").write_text(f"firmware:\n  nic: {{'15b3:1021': '{new}'}}\n"
+                                          "kernel:\n  iommu: pt\n")
+    inv = _only(lab.write_inventory(tmp_path / "inv.yaml", sys.executable, overrides=hosts), list(hosts))
+    inv.write_text(inv.read_text() + "intent: intent.yaml\n")  # beside the inventory
+    rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "local",
+                          "-k", "intent or version_parity")
+    assert rc == 1, out[-3000:]
+    st = {k: v["status"] for k, v in by_key(res).items()}
+    assert [st[("intent_firmware", h)] for h in hosts] == ["PASS", "FAIL", "FAIL"], out[-3000:]
+    assert [st[("intent_kernel", h)] for h in hosts] == ["PASS", "PASS", "FAIL"], out[-3000:]
+    unset = ("intent_versions", "intent_hardware", "intent_cabling")  # the file sets none of them
+    assert [st[(c, h)] for c in unset for h in hosts] == ["N.A."] * 9
+    assert [st[("version_parity", h)] for h in hosts] == ["PASS"] * 3, out[-3000:]
+    found = res["meta"]["intent"]["findings"]
+    assert [(f["criterion"], f["who"], f["fix"]) for f in found] == [
+        ("intent_firmware", "lab[2-3]", f"update the 15b3:1021 firmware on lab[2-3] from {old} to {new}"),
+        ("intent_kernel", "lab3",
+         "set iommu=pt on the kernel command line of lab3 (now iommu=off) and reboot")]
+    assert found[0]["parts"] == "2 of 2 NICs"
+    md = (tmp_path / "report" / "report.md").read_text()
+    section = md.split("## Against the intended build")[1].split("\n## ")[0]
+    assert section.count("\n- ") == 2 and "update the 15b3:1021 firmware on lab\\[2-3\\]" in section, md
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert html.count("so-intent") == 2 and "Against the intended build" in html
+
+
 def test_gpu_profile_fails_gpu_less_hosts(lab, tmp_path):
     inv = _only(lab.write_inventory(tmp_path / "inv.yaml", python=sys.executable), ["lab1"])
     rc, res, out = accept(tmp_path, "--inventory", str(inv), "--profile", "h200-8x-nvlink@2")

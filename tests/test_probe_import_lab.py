@@ -20,7 +20,8 @@ from signoff.inventory import Host
 from signoff.transport import SSHTransport
 
 pytestmark = pytest.mark.lab  # skipped without root/sshd: tests/conftest.py
-PROBES = ("hbm", "allreduce", "p2p", "soak", "hostlink", "train")  # every probe that loads probelib
+# every probe that loads probelib
+PROBES = ("hbm", "allreduce", "p2p", "soak", "hostlink", "train", "parallel")
 PLANTED = "/tmp/probelib.py"  # the run dir's parent: over ssh, SIGNOFF_TMPDIR is never set
 
 

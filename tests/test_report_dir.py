@@ -135,7 +135,9 @@ def test_a_reused_report_dir_keeps_the_earlier_runs_dcgm_evidence(tmp_path):
     assert (old / "dcgm" / "pass-node.json").read_text() == raw["pass"]["diag"]["stdout"]
     assert (rd / "dcgm" / "pass-node.json").read_text() == raw["warn"]["diag"]["stdout"]
     assert json.loads((old / "results.json").read_text())["meta"]["run"] == first["meta"]["run"]
-    assert set(os.listdir(old)) == set(os.listdir(rd)) - {"earlier"}, os.listdir(old)
+    # run 2's warn is a FAIL: its host's evidence (signoff/evidence) is run 2's alone, run 1 passed
+    assert set(os.listdir(old)) == set(os.listdir(rd)) - {"earlier", "evidence"}, os.listdir(old)
+    assert sorted(os.listdir(rd / "evidence")) == ["pass-node", "pass-node.tar.gz"]
     assert second["meta"]["run"] != first["meta"]["run"]
 
 

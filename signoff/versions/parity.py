@@ -54,13 +54,16 @@ def majority(values: dict[str, object]) -> tuple[object, bool]:
     return counts[0][0], True
 
 
-def deviations(per_host: dict[str, dict], host: str, table: dict | None = None) -> list[str]:
+def deviations(per_host: dict[str, dict], host: str, table: dict | None = None, skip=()) -> list[str]:
     """What differs on `host` from the majority of hosts, field by field; the other hosts
     folded into ranges with their count. `table` is fields(per_host), computed once per run
-    (each host's check reads it: 1,000 hosts x 1,000 would be quadratic)."""
+    (each host's check reads it: 1,000 hosts x 1,000 would be quadratic). `skip`: the fields an
+    intent file pins (signoff/intent): judged against it, never by majority."""
     table = table if table is not None else fields(per_host)
     out = []
     for field, (label, _) in FIELDS.items():
+        if field in skip:
+            continue
         value, clear, groups = table[field]
         mine = per_host[host][field]
         if clear and mine == value:
