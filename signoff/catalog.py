@@ -149,4 +149,12 @@ def judged_by(entry: Entry, profile, origin=None, sources: bool = True) -> list[
                        + " or ".join(f"hardware.{k}" for k in entry.hardware))
         else:
             out.append(f"{name}: no threshold in profile {profile.name}, ERRORs")
-    return out or ["no threshold"]
+    return out or [_judged_without_threshold(entry)]
+
+
+def _judged_without_threshold(entry: Entry) -> str:
+    """What a check that reads no threshold is judged against: its family's JUDGED_BY (the intent
+    checks: the intent file), else "no threshold"."""
+    from signoff import families
+    mod = next((m for m in families.modules() if families.name(m) == entry.family), None)
+    return getattr(mod, "JUDGED_BY", None) or "no threshold"

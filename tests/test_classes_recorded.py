@@ -34,7 +34,9 @@ from test_cli import LOCK_WAIT
 from signoff import calibrate, picking, profiles, slices
 from signoff.interconnect import SWEEP, judge
 from signoff.results import load as load_results
-from signoff.training import section
+from signoff.storage import judge as storage_judge
+from signoff.training import parallel as par
+from signoff.training import probe_parallel, section
 from signoff.units import parse_size
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,6 +201,8 @@ def measurements(name: str, facts: dict, one: dict, two: dict) -> dict:
         doc["allreduce"] = allreduce(prof, facts, r2)
     doc["soak"] = soak(prof, facts, one, r1)
     doc["storage"] = storage(prof, facts, r1)
+    doc["storage_write"] = storage_write(prof, facts, r1)
+    doc["parallel"] = parallel(prof, facts, doc["p2p"])
     doc["checkpoint"] = checkpoint(prof, facts)
     doc["netinfo"] = netinfo(prof)
     doc["dcgm"] = dcgm_fake.cases([g["serial"] for g in gpus])["pass"]  # the stand-in dcgmi's r3, all Pass
@@ -377,6 +381,68 @@ def storage(prof, facts: dict, r1: dict) -> dict:
                         "small": {"files": small["files"], "bytes": small["bytes_per_pass"],
                                   "write_seconds": 4.2}},
             "read": read}
+
+
+def storage_write(prof, facts: dict, r1: dict) -> dict:
+    """What the write probe prints beside what its arguments decide (respond.py lays the files out
+    from them): the reads' path and filesystem, its built-in writer (the H200 machine has no fio),
+    GB/s MARGIN x each storage_write floor (the aggregate's for the run's one host), none wrong."""
+    seq = r1["storage_read_seq"]["details"]
+    agg = storage_judge.scaled(prof.threshold("storage_write_aggregate"), 1, len(facts["nvidia"]["gpus"]))
+    return {"path": seq["path"], "fs": seq["fs"], "hostname": facts["hostname"], "free": 80 << 30,
+            "fallback": seq["fallback"],
+            "tool_version": seq["tool_version"].replace("storage", "storage write"),
+            "gbps": {"seq": above(prof, "storage_write_seq"), "small": above(prof, "storage_write_small"),
+                     "agg": round(agg.value * MARGIN, 3)}}
+
+
+def parallel(prof, facts: dict, p2p_doc: dict) -> dict:
+    """The model-parallel probe's document (probe_parallel.py's keys) over all the host's GPUs, the
+    class's `training:` sizes: each step's model TFLOP/s MARGIN x its derived floor
+    (signoff/training/parallel.py); a figure with a maximum (tp_comm_share, the idlest stage's
+    bubble over the ideal) that maximum / MARGIN; every stage the same work, each message between
+    stages at the host's median P2P figure. On one GPU the probe's N.A. document."""
+    s, gpus = section(prof), facts["nvidia"]["gpus"]
+    p = len(gpus)
+    model = {k: s[k] for k in ("layers", "d_model", "ffn", "seq", "batch", "warmup", "steps")}
+    doc = {"probe": "parallel", "formula": probe_parallel.FORMULA, "nccl_env": {},
+           "model": {**model, "micro_batches": s["parallel"]["micro_batches"] or 0},
+           "backend": "nccl", "local_ranks": p, "gpus": p, "torch": facts["torch"]["version"]}
+    if p == 1:
+        return {**doc, "not_applicable": "one GPU: no model to split over ranks"}
+    d, tokens = s["d_model"], s["batch"] * s["seq"]
+    shard = math.ceil(s["ffn"] / p)
+    params = s["layers"] * 2 * d * shard * p
+    flops = 6 * params * tokens / p
+    tflops = round(MARGIN * par.floor(prof.threshold("tp_step_tflops"), prof).value, 6)
+    step = flops / (tflops * 1e12)
+    share = round(prof.threshold("tp_comm_share").value / MARGIN, 4)
+    tp = {"ranks": p, "layers": s["layers"], "ffn_per_rank": shard, "params": params,
+          "step_s": round(step, 6), "tokens_per_s": round(tokens / step, 1), "tflops_per_gpu": tflops,
+          "flop_per_step_per_gpu": flops,
+          "compute_s": [round(step * (1 - share), 6)] * p, "comm_share": share,
+          "allreduces_per_step": 2 * s["layers"], "allreduce_bytes": tokens * d * 2}
+    m = s["parallel"]["micro_batches"] or 4 * p
+    ideal, per = par.ideal_bubble(p, m), math.ceil(s["layers"] / p)
+    params = per * p * 2 * d * s["ffn"]
+    flops = 6 * params * m * tokens / p
+    tflops = round(MARGIN * par.floor(prof.threshold("pipeline_step_tflops"), prof, ideal).value, 6)
+    step = flops / (tflops * 1e12)
+    link = tokens * d * 2 / (median(p2p_doc["unidirectional"].values()) * 1e9)  # bf16 activations
+    transfer = [2 * m * link * ((i > 0) + (i < p - 1)) for i in range(p)]
+    worst = par.bubble_limit(prof.threshold("pipeline_bubble"), ideal).value / MARGIN  # the end stages
+    busy = step * (1 - worst) - transfer[0]
+    idle = [step - busy - t for t in transfer]
+    stages = [{"stage": i, "layers": per, "busy_s": round(busy, 6), "transfer_s": round(transfer[i], 6),
+               "idle_s": round(idle[i], 6), "bubble": round(idle[i] / step, 4),
+               "comm_share": round(transfer[i] / step, 4)} for i in range(p)]
+    pp = {"ranks": p, "stages": stages, "micro_batches": m, "micro_batch": s["batch"], "layers": per * p,
+          "params": params, "schedule": probe_parallel.SCHEDULE, "ideal_bubble": round(ideal, 4),
+          "step_s": round(step, 6), "tokens_per_s": round(m * tokens / step, 1), "tflops_per_gpu": tflops,
+          "flop_per_step_per_gpu": flops, "link_s": [round(link, 7)] * (p - 1),
+          "bubble": max(x["bubble"] for x in stages), "comm_share": max(x["comm_share"] for x in stages),
+          "delay": None}
+    return {**doc, "tensor_parallel": tp, "pipeline": pp, "nccl": facts["torch"]["nccl"], "elapsed_s": 40.0}
 
 
 def checkpoint(prof, facts: dict) -> dict:
@@ -699,11 +765,17 @@ ONE_HOST = {"nic_link", "net_pair_bandwidth", "multinode_allreduce", "multinode_
             "train_scaling_nodes", "train_transport", "mnnvl_allreduce", "version_parity", "host_unique",
             "gpu_nic_affinity", "memlock",  # memlock: judged beside RDMA devices (none recorded)
             # lossless RoCE: judged on Ethernet RDMA ports (none recorded)
-            "roce_pfc", "roce_ecn", "roce_trust", "roce_uniform", "roce_loss", "roce_congestion"}
+            "roce_pfc", "roce_ecn", "roce_trust", "roce_uniform", "roce_loss", "roce_congestion",
+            # GPUDirect RDMA per rail: a pair of hosts with RDMA NICs
+            "gdr_rail_bw", "gdr_rail_path",
+            # the intended build: no intent file given (N.A. saying so, never PASS)
+            "intent_versions", "intent_firmware", "intent_kernel", "intent_hardware", "intent_cabling"}
 ONE_GPU = {"hbm_uniformity", "allreduce_busbw", "allreduce_correct", "p2p_bandwidth", "p2p_uniformity",
            "gpu_topology", "nccl_transport", "soak_gemm_straggler", "train_scaling_host",
            "allgather_busbw", "reduce_scatter_busbw", "alltoall_busbw", "sendrecv_busbw",
-           "collectives_correct"}
+           "collectives_correct",
+           # the model-parallel steps split the model over two GPUs at least
+           "tp_step_tflops", "tp_comm_share", "pipeline_step_tflops", "pipeline_bubble"}
 # uncalibrated criteria judged per host (the others are multi-host checks, N.A. on one host)
 PER_HOST = {"allreduce_busbw", "p2p_bandwidth", "train_scaling_host"}
 

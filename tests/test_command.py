@@ -92,13 +92,13 @@ def test_only_names_families_files_and_checks(capsys):
     assert catalog.select("storage_read_seq,gpu_model") == [f"{acc}/test_gpu_health.py::test_gpu_model",
                                                             f"{acc}/test_storage.py::test_storage_read_seq"]
     assert catalog.select("storage,storage_read_seq") == [f"{acc}/test_storage.py"]
-    with pytest.raises(InputError, match=r"--only gpux: unknown gpux; did you mean gpu\? \(families: dcgm, "
-                                         r"fabric, form, gpu, interconnect.*files: dcgm, fabric, form, "
-                                         r"gpu_health, health, interconnect.*; "
+    with pytest.raises(InputError, match=r"--only gpux: unknown gpux; did you mean gpu\? \(families: "
+                                         r"checkpoint, dcgm, fabric, form, gpu, intent, .*files: checkpoint, "
+                                         r"dcgm, fabric, form, gpu_health, health, intent, .*; "
                                          r"checks: signoff list checks\)"):
         catalog.select("gpux")
     rc, out, _ = main(capsys, "plan", "--no-contact", "--profile", "local", "--only", "gpu_model,storage")
-    assert rc == 0 and "checks: 4 of the sheet's" in out and "(--only: gpu_model, storage)" in out, out
+    assert rc == 0 and "checks: 8 of the sheet's" in out and "(--only: gpu_model, storage)" in out, out
     p = signoff("run", "--only", "gpu_model", "--profile", "local", "--collect-only", "-q")
     assert p.returncode == 0 and re.search(r"^acceptance/test_gpu_health\.py::test_gpu_model\[localhost\]\n\n"
                                            r"1 test collected", p.stdout, re.M), p.stdout + p.stderr

@@ -89,7 +89,9 @@ def test_acceptance_suite_passes_over_srun(slurm, tmp_path):
     assert launcher["launcher"] == "slurm" and launcher["job"].isdigit() and launcher["nodes"] == "lab[1-3]"
     # one step per probe and phase across the nodes, not one per host and command
     assert launcher["steps"] and all(s.startswith(launcher["job"] + ".") for s in launcher["steps"])
-    assert len(launcher["steps"]) < 40, launcher["steps"]
+    # 46 at 568ed3b (the storage writes' claim/look/write/clean, the checkpoint and model-parallel
+    # probes added); one per host and command would be three times that on 3 nodes
+    assert len(launcher["steps"]) < 60, launcher["steps"]
     assert {r["launcher"] for r in res["results"]} == {"srun"}
     multi = by_key(res)[("multinode_allreduce", "all hosts")]
     assert multi["status"] == "PASS" and multi["details"]["launched"] == "srun: 3 nodes x 1 tasks in one step"

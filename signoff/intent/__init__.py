@@ -8,4 +8,5 @@ probe_build.py reads what sysinfo lacks (shipped as build.py: sysinfo's prefligh
 
 # no profile threshold: the intent file is what each check judges against (--intent, intent:)
 CRITERIA: dict = {}
+JUDGED_BY = "the intent file (--intent, or the inventory's intent:); N.A. without one"  # plan, list
 PLUGIN = "signoff.intent.plugin"

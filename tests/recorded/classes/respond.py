@@ -19,6 +19,7 @@ runs in this interpreter. Stdlib only.
 import json
 import os
 import sys
+import time
 
 
 def arg(args, name, default=None):
@@ -112,6 +113,61 @@ def storage(rec, args, lines):
     return {"path": path, "removed": [], "failed": [], **common}
 
 
+UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def size(text):
+    """probe_storage's parse_size: 128K, 1M, 8G (binary units)."""
+    t = str(text).strip().upper()
+    return int(t[:-1]) * UNITS[t[-1]] if t[-1] in UNITS else int(t)
+
+
+def storage_write(rec, args, lines):
+    """claim, look, clean: the write dir by the probe's naming rule; write (seq, small or agg):
+    the files as the probe lays them out from the controller's arguments, written at the
+    recorded GB/s from --start-at (or now) in 10 even intervals, every byte read back, none wrong."""
+    sw = rec["storage_write"]
+    cmd, runid, host = args[0], arg(args, "--runid"), arg(args, "--host")
+    path = sw["path"]
+    mine = os.path.join(path, ".signoff-%s-%s-write" % (runid, host))
+    common = {"host": sw["hostname"], "command": cmd, "runid": runid}
+    if cmd == "claim":
+        return {"path": path, "fs": sw["fs"], "free": sw["free"], "dir": mine, **common}
+    if cmd == "look":
+        return {"writers": [os.path.basename(mine)], **common}
+    if cmd == "clean":
+        return {"dir": mine, "removed": True, **common}
+    w, bs, jobs = arg(args, "--workload"), size(arg(args, "--bs")), int(arg(args, "--jobs"))
+    if w == "small":
+        files = [size(arg(args, "--file-size"))] * int(arg(args, "--files"))
+    else:  # probe_storage_write.layout: `jobs` files of size / jobs, whole blocks
+        files = [max(bs, size(arg(args, "--size")) // jobs // bs * bs)] * jobs
+    total, jobs = sum(files), max(1, min(jobs, len(files)))
+    seconds = total / (sw["gbps"][w] * 1e9)
+    start = float(arg(args, "--start-at", 0)) or time.time()
+    cut = [total * i // 10 for i in range(11)]
+    doc = {"tool": "builtin", "tool_version": sw["tool_version"],
+           "params": {"bs": bs, "iodepth": 1, "numjobs": jobs, "direct": True,
+                      "ioengine": "pwrite, %d processes" % jobs, "time_based": False, "fsync": "each file"},
+           "bytes": total, "seconds": round(seconds, 4), "bw_bytes": total / seconds,
+           "t_start": start, "t_end": start + seconds, "late_s": 0.0,
+           "intervals": [[start + i * seconds / 10, start + (i + 1) * seconds / 10, cut[i + 1] - cut[i]]
+                         for i in range(10)],
+           "verify": {"how": "read back (O_DIRECT), compared byte by byte with the pattern written",
+                      "bytes_checked": total, "bytes_written": total, "bad_bytes": 0, "bad_blocks": 0,
+                      "mismatches": []},
+           "workload": w, "path": path, "fs": sw["fs"], "free": sw["free"], "fallback": sw["fallback"],
+           "files": len(files), "bytes_per_pass": total, "ram": False, "removed": True}
+    if w == "small":
+        doc["files_per_s"] = round(len(files) / seconds, 1)
+    doc["gbps"] = round(doc["bw_bytes"] / 1e9, 4)
+    return {**doc, **common}
+
+
+def parallel(rec, args, lines):
+    return {**rec["parallel"], "argv": args, "nccl_env": nccl_env()}
+
+
 def dcgm(rec, args, lines):
     """The real dcgm probe (signoff/dcgm/probe_dcgm.py), its `dcgmi` the stand-in
     (tests/recorded/dcgmi/dcgmi) answering with the host's recorded output (rec["dcgm"]: the
@@ -131,7 +187,8 @@ def dcgm(rec, args, lines):
 
 
 ANSWERS = {"dcgm": dcgm, "sysinfo": sysinfo, "p2p": p2p, "allreduce": allreduce, "train": train, "soak": soak,
-           "storage": storage, "hbm": None, "sdc": None, "hostlink": None, "loader": None}
+           "storage": storage, "storage_write": storage_write, "parallel": parallel, "hbm": None, "sdc": None,
+           "hostlink": None, "loader": None}
 
 
 def answer(rec, name, args, env):
