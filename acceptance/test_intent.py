@@ -44,5 +44,6 @@ def test_intent_hardware(host, check, intent, intent_findings):
 
 
 def test_intent_cabling(host, check, intent, intent_findings):
-    """Each NIC port's LLDP neighbour (switch and port) as the intent says, where lldpctl runs."""
+    """Each NIC port's LLDP neighbour (switch and port) as the intent says; LLDP unread (no lldpctl)
+    where the file names the host's cabling is an ERROR naming its ports."""
     _judge("intent_cabling", host, check, intent, intent_findings)

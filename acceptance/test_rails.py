@@ -23,7 +23,7 @@ def _rails(host, fleet) -> list[dict]:
 def test_gdr_rail_bw(host, fleet, rails, profile, check):
     """Every rail's GPU-to-GPU RDMA write bandwidth (ib_write_bw --use_cuda, this host's GPU i
     through its closest NIC to the next host's GPU i) at least its floor; the worst rail recorded."""
-    _rails(host, fleet)
+    mine = _rails(host, fleet)
     t = profile.threshold("gdr_rail_bw")
     res = rails.of(host.name, t.extra.get("duration", 5), t.extra.get("dmabuf", False))
     if res.get("no_cuda"):
@@ -32,13 +32,16 @@ def test_gdr_rail_bw(host, fleet, rails, profile, check):
                          f"rails' NCCL figure is rail_alltoall_busbw")
     derived = t.extra.get("derived") == "line_rate"
     v = judge.rail_bw(res["rails"], host.name, res["server"], t.value, fixed=not derived)
+    missing = judge.unmeasured(mine, res["rails"], host.name, res["server"])  # every rail, or no pass
     details = {"pair": res["pair"], "rows": v["rows"], "dmabuf": res.get("dmabuf")}
-    if v["unjudged"] and not v["bad"]:
+    if not res["rails"]:
+        raise ProbeError(f"{host}: no rail measured: {judge.listed(missing)}")
+    if (v["unjudged"] or missing) and not v["bad"]:
         check.record(v["worst"], t.expected, "GB/s", t.source, details=details)
-        raise ProbeError(f"{host}: {'; '.join(v['unjudged'][:4])}")
+        raise ProbeError(f"{host}: {judge.listed(v['unjudged'] + missing)}")
     expected = f"every rail >= {t.value:g} x its NIC's line rate / 8" if derived else \
         f"every rail >= {t.expected}"
-    check.require(v["bad"] + [f"{u} (not measured)" for u in v["unjudged"]], v["worst"], expected,
+    check.require(v["bad"] + [f"{u} (not measured)" for u in v["unjudged"]] + missing, v["worst"], expected,
                   f"{t.source}; {t.provisional}" if t.provisional else t.source, cause=judge.BW_CAUSE,
                   details=details)
 
@@ -63,9 +66,12 @@ def test_gdr_rail_path(host, fleet, rails, network, profile, check, pytestconfig
                for b in judge.rail_path(r, host.name, res["server"], level)]
         broken = [f"{judge.rail_name(r, host.name, res['server'])}: {judge.text(r['error'], 240)}"
                   for r in res["rails"] if r.get("error")]
-        if broken and not bad:
-            raise ProbeError(f"{host}: {'; '.join(broken[:4])}")
-        bad += [f"{b} (not measured)" for b in broken]
+        missing = judge.unmeasured(mine, res["rails"], host.name, res["server"])  # every rail, or no pass
+        if not res["rails"]:
+            raise ProbeError(f"{host}: no rail measured: {judge.listed(missing)}")
+        if (broken or missing) and not bad:
+            raise ProbeError(f"{host}: {judge.listed(broken + missing)}")
+        bad += [f"{b} (not measured)" for b in broken] + missing
         via = "ib_write_bw --use_cuda"
     off = len({b.split(":")[0] for b in bad})
     check.require(bad, off, f"<= {t.value:g} rails off GPUDirect RDMA, every GPU's NIC at most {level} "

@@ -35,7 +35,7 @@ def alone(store, host, workload, t, check):
 
 
 def judge(host, doc, t, what, check, attach, peers):
-    gbps = round(doc["gbps"], 3)
+    gbps = storage.figure(doc["gbps"])
     how = storage.describe(doc)
     attach("html", html_table({
         "measured": f"{gbps} GB/s ({doc['bytes']} bytes in {doc['seconds']:.2f} s)",
@@ -67,7 +67,7 @@ def sold(host) -> str:
 
 def _figure(doc):
     """A host's alone read as its peers see it: none where the page cache was not bypassed."""
-    return round(doc["gbps"], 3) if isinstance(doc, dict) and doc["cache"]["defeated"] else None
+    return storage.figure(doc["gbps"]) if isinstance(doc, dict) and doc["cache"]["defeated"] else None
 
 
 def test_storage_read_seq(node, store, profile, check, attach):
@@ -103,8 +103,8 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
     docs = got["docs"]
     ov = got["overlap"]
     limit = store.limit()
-    measured = round(ov["aggregate"], 3)
-    shares = {n: round(v, 3) for n, v in sorted(ov["per_host"].items(), key=lambda kv: kv[1])}
+    measured = storage.figure(ov["aggregate"])
+    shares = {n: storage.figure(v) for n, v in sorted(ov["per_host"].items(), key=lambda kv: kv[1])}
     d0 = next(iter(docs.values()))
     info = {"window_s": round(ov["seconds"], 3), "coverage": round(ov["coverage"], 3),
             "per_host_in_window": shares, "clock_offsets_s": {n: round(o, 4) for n, o in
@@ -138,7 +138,7 @@ def test_storage_read_aggregate(store, profile, fleet, check, attach):
            f"({storage.describe(d0)}{retry.said(got, limit.unit)})"
     node_min = storage.knobs(t)["node_min"]
     starved = storage.starved(shares, node_min)
-    per_host = f" and every host >= {round(node_min, 3):g} {limit.unit}" if node_min is not None else ""
+    per_host = f" and every host >= {node_min:g} {limit.unit}" if node_min is not None else ""
     check.record(measured, limit.expected + per_host, limit.unit, limit.source, info)
     unstable = retry.unstable(got, t, limit.unit)
     if starved or not limit.ok(measured) or unstable:
@@ -163,7 +163,7 @@ def written(store, host, workload, t, check):
 
 
 def judge_write(host, doc, t, what, check, attach, peers):
-    gbps = round(doc["gbps"], 3)
+    gbps = storage.figure(doc["gbps"])
     v = doc["verify"]
     attach("html", html_table({
         "measured": f"{gbps} GB/s ({doc['bytes']} bytes in {doc['seconds']:.2f} s)",
@@ -185,7 +185,7 @@ def judge_write(host, doc, t, what, check, attach, peers):
 
 
 def _wfigure(doc):
-    return round(doc["gbps"], 3) if isinstance(doc, dict) and not doc.get("ram") else None
+    return storage.figure(doc["gbps"]) if isinstance(doc, dict) and not doc.get("ram") else None
 
 
 def test_storage_write_seq(node, store, profile, check, attach):
@@ -217,8 +217,8 @@ def test_storage_write_aggregate(store, profile, fleet, check, attach):
         raise ProbeError("all hosts: the aggregate write needs every writing host: "
                          + "; ".join(str(e) for e in got["errors"].values()))
     docs, ov, limit = got["docs"], got["overlap"], w.limit()
-    measured = round(ov["aggregate"], 3)
-    shares = {n: round(v, 3) for n, v in sorted(ov["per_host"].items(), key=lambda kv: kv[1])}
+    measured = storage.figure(ov["aggregate"])
+    shares = {n: storage.figure(v) for n, v in sorted(ov["per_host"].items(), key=lambda kv: kv[1])}
     d0 = next(iter(docs.values()))
     skipped = [n for n in store.names if n not in docs]
     info = {"window_s": round(ov["seconds"], 3), "coverage": round(ov["coverage"], 3),
@@ -242,7 +242,7 @@ def test_storage_write_aggregate(store, profile, fleet, check, attach):
                          f"offsets {info['clock_offsets_s']})")
     node_min = storage.knobs(t)["node_min"]
     starved = storage.starved(shares, node_min)
-    per_host = f" and every host >= {round(node_min, 3):g} {limit.unit}" if node_min is not None else ""
+    per_host = f" and every host >= {node_min:g} {limit.unit}" if node_min is not None else ""
     check.record(measured, limit.expected + per_host, limit.unit, limit.source, info)
     if skipped:
         check.note(f"not writing (read-only): {', '.join(skipped)}")

@@ -274,6 +274,8 @@ def _parallel(doc: dict, step: str) -> dict:
 
 
 def test_tp_step_tflops(host, profile, devices, check, training):
+    if why := parallel.tp_not_laid(profile, devices):
+        not_applicable(f"{host}: {why}")
     doc = training("parallel", host)
     tp, details = doc["tensor_parallel"], _parallel(doc, "tensor_parallel")
     check.record(tp["tflops_per_gpu"], unit="TFLOP/s", details=details)
@@ -287,7 +289,9 @@ def test_tp_step_tflops(host, profile, devices, check, training):
                  details=details)
 
 
-def test_tp_comm_share(host, profile, check, training):
+def test_tp_comm_share(host, profile, devices, check, training):
+    if why := parallel.tp_not_laid(profile, devices):
+        not_applicable(f"{host}: {why}")
     doc = training("parallel", host)
     tp, details = doc["tensor_parallel"], _parallel(doc, "tensor_parallel")
     check.record(tp["comm_share"], unit="share of the step", details=details)

@@ -2,7 +2,7 @@
 
 from signoff.check import not_applicable
 from signoff.fleet import ProbeError
-from signoff.intent.judge import pinned
+from signoff.intent.judge import for_parity, parity_note, pinned
 from signoff.units import version_tuple
 from signoff.versions import parity
 from signoff.versions.judge import runs_on
@@ -16,15 +16,14 @@ COMPAT_SOURCE = ("NVIDIA CUDA compatibility docs (docs.nvidia.com/deploy/cuda-co
 
 
 def test_version_parity(host, fleet, check, intent):
-    per_host = fleet.once("versions", lambda: {n: parity.versions(f) for n, f in fleet.all_facts().items()
-                                               if isinstance(f, dict)})
+    per_host = fleet.once("versions", lambda: {n: parity.versions(for_parity(intent, f))
+                                               for n, f in fleet.all_facts().items() if isinstance(f, dict)})
     if len(fleet.names) < 2:
         not_applicable("one host: nothing to compare its versions with (its versions: the report's "
                        "versions table)")
     skip = pinned(intent)  # what the intent file pins is judged against it (intent_*): a fleet
-    if skip:  # uniformly on the wrong firmware is no majority's to pass
-        check.note(f"{', '.join(parity.FIELDS[f][0] for f in parity.FIELDS if f in skip)}: judged against "
-                   f"the intent file (intent_versions, intent_firmware), not the majority")
+    if parity_note(intent):  # uniformly on the wrong firmware is no majority's to pass
+        check.note(parity_note(intent))
     odd = parity.deviations(per_host, host.name, fleet.once("parity", lambda: parity.fields(per_host)), skip)
     check.require(odd, f"{len(odd)} field(s) differ", "the same versions as the other hosts",
                   PARITY_SOURCE, cause="hosts were provisioned from different images or envs",

@@ -254,9 +254,11 @@ def _main(argv: list[str]) -> int:
 
 
 VERIFY_CODES = ("Every file of REPORT_DIR against its MANIFEST.sha256 (written last by the run), and the "
-                "manifest's signature (--sign-key) with ssh-keygen. Exit 0: untouched (and the signature "
-                "good where there is one); 1: a file changed, missing or added; 8: a bad signature; "
-                "9: no manifest, or no signature where one is asked for; 4: an option refused.")
+                "manifest's signature (--sign-key) with ssh-keygen. Exit 0: untouched, and a signature "
+                "verified against --allowed-signers where there is one (unsigned: integrity only, not "
+                "proof); 1: a file changed, missing or added; 8: a bad signature; 9: no manifest, or no "
+                "signature where one is asked for; 10: signed, but the signer not checked against a "
+                "list (no --allowed-signers: its key's fingerprint printed); 4: an option refused.")
 
 
 def _calibrate(argv: list[str]) -> int:

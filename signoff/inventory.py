@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError
+from signoff import InputError, yamlfile
 from signoff.hostlist import check_name, expand, fold
 
 HOST_KEYS = {"name", "address", "port", "user", "identity_file", "python", "tags", "env",
@@ -231,7 +231,7 @@ def load(path: str | Path) -> Inventory:
     path = Path(path)
     try:
         with path.open() as stream:  # a YAML error then names the file, not '<unicode string>'
-            data = yaml.safe_load(stream)
+            data = yamlfile.load(stream)
     except FileNotFoundError:
         raise InputError(f"inventory {path}: file not found") from None
     except yaml.YAMLError as exc:

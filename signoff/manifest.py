@@ -28,8 +28,10 @@ SIG = NAME + ".sig"
 NAMESPACE = "signoff-report"  # ssh-keygen -Y's: a signature made for another use never verifies here
 SSH_KEYGEN_S = 30  # a signature takes milliseconds; an agent that hangs must not hold the run
 
-# `signoff verify`'s exit codes (README: Exit codes): 4 is the usage error, as every command's
-VERIFIED, CHANGED, USAGE, BAD_SIGNATURE, UNSIGNED = 0, 1, 4, 8, 9
+# `signoff verify`'s exit codes (README: Exit codes): 4 is the usage error, as every command's;
+# 10: a good signature by a key no list was given to check (anyone can re-sign an edited report)
+VERIFIED, CHANGED, USAGE, BAD_SIGNATURE, UNSIGNED, SIGNER_UNCHECKED = 0, 1, 4, 8, 9, 10
+FINGERPRINT = re.compile(r"\b(SHA256:[A-Za-z0-9+/]{43})\b")
 
 _LINE = re.compile(r"(\\?)([0-9a-f]{64}) [ *](.+)")
 
@@ -237,10 +239,10 @@ def verify(rd: Path, allowed_signers: str | None = None, identity: str | None = 
                 for rel, kind in sorted(now.items()) if rel not in listed]
     changed += [f"{NAME} malformed: {b}" for b in bad]
     code, said = _signature(rd, header, allowed_signers, identity, require_signature)
-    if code == VERIFIED and changed:
+    if code in (VERIFIED, SIGNER_UNCHECKED) and changed:
         code = CHANGED
     word = {VERIFIED: "VERIFIED", CHANGED: "CHANGED", BAD_SIGNATURE: "BAD SIGNATURE",
-            UNSIGNED: "NOT SIGNED"}[code]
+            UNSIGNED: "NOT SIGNED", SIGNER_UNCHECKED: "SIGNER NOT CHECKED"}[code]
     lines.append(f"{rd}: {word}" + (f": {len(listed)} files as the manifest lists them" if not changed
                                     else f": {len(changed)} difference(s) from the manifest"))
     lines += [f"  {c}" for c in changed]
@@ -252,15 +254,16 @@ def verify(rd: Path, allowed_signers: str | None = None, identity: str | None = 
 
 def _signature(rd: Path, header: dict, allowed: str | None, identity: str | None,
                required: bool) -> tuple[int, str]:
-    """(VERIFIED, BAD_SIGNATURE or UNSIGNED, what to say) of the manifest's signature."""
+    """(VERIFIED, SIGNER_UNCHECKED, BAD_SIGNATURE or UNSIGNED, what to say) of the manifest's
+    signature: VERIFIED for a signature only with --allowed-signers verifying it."""
     asked = header.get("signature", "none").split(" ")[0] == SIG
     if not os.path.lexists(rd / SIG):
         if asked or allowed or required:
             why = "the manifest says the run signed it" if asked else \
                 "--allowed-signers was given" if allowed else "--require-signature was given"
             return UNSIGNED, f"MISSING: no {SIG}, and {why}"
-        return VERIFIED, ("none (the run named no --sign-key): the manifest shows changes made without "
-                          "rewriting it, not someone who rewrote it too")
+        return VERIFIED, ("none (the run named no --sign-key): integrity only, not proof: the manifest "
+                          "shows changes made without rewriting it, not someone who rewrote it too")
     try:
         sig = Path(rd / SIG).read_bytes() if not (rd / SIG).is_symlink() else None
         data = (rd / NAME).read_bytes()
@@ -284,8 +287,11 @@ def _signature(rd: Path, header: dict, allowed: str | None, identity: str | None
         p = _ssh_keygen(["-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(sigfile)], data)
         if p.returncode != 0:
             return BAD_SIGNATURE, f"BAD: not a good signature of {NAME}: {_said(p)}"
-        return VERIFIED, (f"valid: {_said(p)}; the signer was NOT checked against a list of allowed "
-                          f"signers (pass --allowed-signers FILE to check who signed)")
+        key = FINGERPRINT.search(_said(p))
+        return SIGNER_UNCHECKED, (f"valid, but the signer was NOT checked against a list: signing key "
+                                  f"{key.group(1) if key else 'unknown'} ({_said(p)}); anyone can sign an "
+                                  f"edited report with a key of their own: compare that fingerprint with "
+                                  f"the operator's, or pass --allowed-signers FILE")
 
 
 def _principal(allowed: str, sigfile: Path) -> str | None:
@@ -312,9 +318,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    """The exit code of `signoff verify` (README: Exit codes): 0 untouched and its signature good
-    where there is one, 1 a file changed, missing or added, 8 a bad signature, 9 no manifest or
-    no signature where one is asked for, 4 an option refused."""
+    """The exit code of `signoff verify` (docs/outputs.md): 0 untouched and its signature verified
+    against --allowed-signers where there is one, 1 a file changed, missing or added, 8 a bad
+    signature, 9 no manifest or no signature where one is asked for, 10 a good signature whose
+    signer no list checked, 4 an option refused."""
     rd = Path(args.report_dir)
     if not rd.is_dir():
         raise InputError(f"signoff verify {args.report_dir}: not a directory")

@@ -46,6 +46,23 @@ def serve(sock, addr, world, timeout):
                          master_listen_fd=sock.fileno())
 
 
+def torch_ranks(doc, args):
+    """A collective probe's start (probe_allreduce, probe_train, probe_parallel): (torch,
+    torch.multiprocessing, the GPUs torch sees, the ranks to start on this node: --nprocs, else one
+    per GPU, 2 on gloo), `auto` resolved in args.backend (NCCL where torch sees a GPU). None where
+    torch does not import, `doc` saying so."""
+    try:
+        import torch
+        import torch.multiprocessing as mp
+    except Exception as exc:  # noqa: BLE001
+        doc["error"] = "torch not importable: %s" % exc
+        return None
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if args.backend == "auto":
+        args.backend = "nccl" if gpus else "gloo"
+    return torch, mp, gpus, args.nprocs or (gpus if args.backend == "nccl" else 2)
+
+
 def own_temp(logdir):
     """Every temp file of the probe and its ranks goes to `logdir`, which the probe removes.
     torch.multiprocessing writes a raising rank's error file (pytorch-errorfile-*.pickle) to the

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from signoff import InputError, families, outlier, paths, retry
+from signoff import InputError, families, outlier, paths, retry, yamlfile
 from signoff.units import parse_fraction, version_tuple
 
 PROFILE_DIR = paths.thresholds_dir()  # the clone's, or the installed sheet's (signoff/paths.py)
@@ -187,7 +187,7 @@ def _parsed(path: str, *stamp):
     --profile auto loads every class, each re-reading nvidia-base.yaml's chain (0.6 s a run)."""
     try:
         with open(path) as stream:  # a YAML error then names the file, not '<unicode string>'
-            return yaml.safe_load(stream)
+            return yamlfile.load(stream)
     except yaml.YAMLError as exc:
         raise InputError(f"profile {path}: not valid YAML: {exc}") from None
 

@@ -789,6 +789,7 @@ def expected_na(name: str) -> set[str]:
         na.add("nvlink_up")
         if c["count"] > 1:  # no NVLink: no NVLink topology to require, no NCCL P2P over it
             na |= {"gpu_topology", "nccl_transport"}
+            na |= {"tp_step_tflops", "tp_comm_share"}  # TP is laid inside an NVLink domain
     if prof.hardware.get("peer_access") is False:  # RTX 4090: its SHM path is judged
         na.discard("nccl_transport")
     if prof.hardware.get("ecc") is False:  # GeForce: no ECC, so nothing for ECC or remaps to judge

@@ -287,6 +287,25 @@ def test_probe_args_pass_only_device_shaped_names_to_the_host():
                     "--bdf", "00000000:28:00.0", "--nic", "mlx5_0"]
 
 
+def test_fake_sysfs_a_nic_named_by_its_rdma_device_or_its_interface_gets_its_pci_function(tmp_path,
+                                                                                           monkeypatch):
+    """A FAKE /sys/class (no NIC here): mlx5_0 under infiniband/, ens1np0 (an Ethernet NIC, no RDMA)
+    only under net/: each its device link's PCI function, so lspci -s reads it; an unknown name none."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("probe_evidence_sysfs", PROBE)
+    ev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ev)
+    for cls, name, bdf in (("infiniband", "mlx5_0", "0000:17:00.0"), ("net", "ens1np0", "0000:18:00.1")):
+        (tmp_path / "devices" / bdf).mkdir(parents=True)
+        (tmp_path / cls / name).mkdir(parents=True)
+        (tmp_path / cls / name / "device").symlink_to(tmp_path / "devices" / bdf)
+    classes = (str(tmp_path / "infiniband"), str(tmp_path / "net"))
+    monkeypatch.setattr(ev, "NIC_CLASSES", classes, raising=False)  # raising=False: fails on HEAD, not errors
+    assert ev.nic_bdf("mlx5_0") == "0000:17:00.0"
+    assert ev.nic_bdf("ens1np0") == "0000:18:00.1"
+    assert ev.nic_bdf("ens9") is None
+
+
 @pytest.mark.parametrize("opt,value", [("evidence_budget", 0), ("evidence_max_mb", -1),
                                        ("evidence_budget", float("nan"))])
 def test_an_evidence_budget_of_no_time_or_bytes_is_refused(opt, value):

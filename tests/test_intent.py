@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from signoff import InputError, inventory, report
+from signoff.check import Check
 from signoff.intent import judge, plugin, spec
 from signoff.versions import parity
 
@@ -108,9 +109,66 @@ def test_a_fleet_uniformly_on_the_wrong_firmware_fails_and_parity_leaves_it_to_t
     # by majority, every host agrees: PASS; the intent judges those fields instead
     per_host = {h: parity.versions(f | {"python": "3.12"}) for h, f in fleet.items()}
     assert parity.deviations(per_host, "gpu01") == []
-    assert judge.pinned(it) >= {"nvidia_driver", "driver_branch", "nic_firmware", "vbios", "torch", "nccl"}
-    odd = dict(per_host, gpu01=dict(per_host["gpu01"], nic_firmware=GOOD_FW))  # the one right host
-    assert parity.deviations(odd, "gpu01") and not parity.deviations(odd, "gpu01", skip=judge.pinned(it))
+    assert judge.pinned(it) >= {"nvidia_driver", "driver_branch", "torch", "nccl"}
+    fleet["gpu01"] = facts(fw=(GOOD_FW,) * 8, driver="565.57.01")  # the one right host
+    assert parity.deviations({h: parity.versions(f) for h, f in fleet.items()}, "gpu01")
+    per_host = {h: parity.versions(judge.for_parity(it, f)) for h, f in fleet.items()}  # its models left out
+    assert not parity.deviations(per_host, "gpu01", skip=judge.pinned(it))
+
+
+class ParityFleet:
+    """What test_version_parity reads of the fleet: its hosts' sysinfo documents (fake hosts)."""
+
+    def __init__(self, docs: dict):
+        self.docs, self.names, self.cache = docs, list(docs), {}
+
+    def once(self, key, make):
+        return self.cache.setdefault(key, make())
+
+    def all_facts(self):
+        return self.docs
+
+
+def version_parity(it, docs: dict, host: str):
+    """acceptance/test_versions.py's test_version_parity in process: (status, message, record)."""
+    spec_ = importlib.util.spec_from_file_location("acceptance_test_versions", ROOT / "acceptance" /
+                                                   "test_versions.py")
+    acc = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(acc)
+    item = SimpleNamespace(name="test_version_parity", originalname="test_version_parity", user_properties=[])
+    try:
+        acc.test_version_parity(SimpleNamespace(name=host), ParityFleet(docs), Check(item, host), it)
+        status, msg = "PASS", ""
+    except pytest.fail.Exception as exc:
+        status, msg = "FAIL", str(exc)
+    return status, msg, next((v for k, v in item.user_properties if k == "signoff"), {})
+
+
+def test_parity_leaves_only_the_models_the_intent_names_to_it(tmp_path):
+    """The intent names VBIOS for the H100 and firmware for ConnectX-7: a model it does not name (an
+    L4's VBIOS, a BlueField-3's firmware) stays judged by majority, and the host odd on it FAILs."""
+    it = spec.load(write(tmp_path, INTENT))
+
+    def host(l4="95.04.29.00.01", bf3="32.41.1000", h100=GOOD_VBIOS, cx7=GOOD_FW):
+        f = facts(vbios=(h100,) * 8, fw=(cx7,) * 8)
+        f["nvidia"]["gpus"].append({"index": 8, "name": "NVIDIA L4", "vbios": l4})
+        f["stack"]["nic_firmware"]["mlx5_8"] = bf3
+        bf = {"names": ["mlx5_8"], "pci": "0000:a0:00.0", "ids": "15b3:a2dc", "lspci": "BlueField-3",
+              "model": "BlueField-3"}
+        f["preflight"]["build"]["nics"].append(bf)
+        return f
+
+    docs = {f"gpu0{i}": host() for i in range(1, 5)}
+    docs["gpu02"] = host(l4="95.04.18.00.01")
+    docs["gpu03"] = host(bf3="32.39.1002")
+    docs["gpu04"] = host(h100="96.00.30.00.01", cx7=BAD_FW)  # the named models: the intent's, not parity's
+    status, msg, rec = version_parity(it, docs, "gpu02")
+    assert status == "FAIL" and "VBIOS 95.04.18.00.01 differs from 95.04.29.00.01 on 3 hosts" in msg, msg
+    status, msg, _ = version_parity(it, docs, "gpu03")
+    assert status == "FAIL" and "NIC firmware 32.39.1002 differs from 32.41.1000 on 3 hosts" in msg, msg
+    status, msg, rec = version_parity(it, docs, "gpu04")
+    assert status == "PASS", msg
+    assert f"VBIOS of {H100}, firmware of ConnectX-7: judged against the intent file" in rec["note"], rec
 
 
 def test_versions_exact_or_ranges_and_every_section_judged_or_said(tmp_path):
@@ -283,7 +341,7 @@ LLDP_JSON0 = {"lldp": [{"interface": [
 ]}]}
 
 
-def test_recorded_lldp_neighbours_judge_the_cabling_and_no_lldpctl_is_na(tmp_path):
+def test_recorded_lldp_neighbours_judge_the_cabling_and_no_lldpctl_is_an_error(tmp_path):
     probe = _probe()
     seen = probe.lldp_neighbours(json.loads(json.dumps(LLDP_JSON0)))
     assert seen == {"ens1np0": {"switch": "leaf01", "port": "swp1", "descr": "swp1"}}
@@ -297,8 +355,10 @@ def test_recorded_lldp_neighbours_judge_the_cabling_and_no_lldpctl_is_na(tmp_pat
         "cable gpu01's ens2np0 to leaf02 port swp1 (now: no LLDP neighbour)"]
     assert judge.judge(it, f, "gpu02", "intent_cabling").na == \
         f"the intent file {it.path} names no cabling for gpu02"
-    assert judge.judge(it, facts(), "gpu01", "intent_cabling").na == (
-        "LLDP not read on gpu01 (lldpctl not installed (lldpd)): its cabling not judged")
+    # cabling the intent names for gpu01 that LLDP cannot show: an ERROR naming what was not read
+    v = judge.judge(it, facts(), "gpu01", "intent_cabling")
+    assert v.na is None and v.errors == [
+        "LLDP not read on gpu01 (lldpctl not installed (lldpd)): the cabling of ens1np0, ens2np0 not judged"]
 
 
 def test_the_cover_and_report_md_list_the_findings_as_inert_text(tmp_path):

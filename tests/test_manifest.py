@@ -69,8 +69,35 @@ def test_an_untouched_signed_report_verifies_and_sha256sum_agrees(signed):
     assert p.returncode == VERIFIED, p.stdout + p.stderr
     assert p.stdout.startswith(f"{rd}: VERIFIED: 7 files as the manifest lists them\n")
     assert 'good: Good "signoff-report" signature for ops@example.com with ED25519 key' in p.stdout
-    p = verify(rd)  # no list of signers: the signature checked, the signer said unchecked
-    assert p.returncode == VERIFIED and "the signer was NOT checked against a list" in p.stdout, p.stdout
+    p = verify(rd)  # no list of signers: the signature checked, the signer unchecked: not a pass
+    assert p.returncode == manifest.SIGNER_UNCHECKED, p.stdout
+    assert "the signer was NOT checked against a list" in p.stdout, p.stdout
+    assert f"signing key {fingerprint(key)}" in p.stdout, p.stdout
+
+
+def fingerprint(key: str) -> str:
+    return subprocess.run(["ssh-keygen", "-l", "-f", f"{key}.pub"], capture_output=True, text=True,
+                          check=True).stdout.split()[1]
+
+
+def test_a_report_edited_and_re_signed_with_another_key_is_not_verified_without_a_list(signed, tmp_path):
+    """Anyone can edit a report and sign its manifest again with a key of their own: without
+    --allowed-signers that is no pass (its own exit code, the key's fingerprint said), with the
+    list a bad signature; an unsigned manifest verifies, said as integrity only."""
+    rd, key, allowed = signed
+    other, _ = keypair(tmp_path, "other", "someone@else")
+    (rd / "report.md").write_text("# GPU cluster sign-off: PASS\n")
+    manifest.write(rd, {"run": "forged", "verdict": "PASS"}, other)
+    p = verify(rd)
+    assert p.returncode == manifest.SIGNER_UNCHECKED, p.stdout
+    assert p.stdout.startswith(f"{rd}: SIGNER NOT CHECKED: 7 files as the manifest lists them\n"), p.stdout
+    assert f"signing key {fingerprint(other)}" in p.stdout and fingerprint(key) not in p.stdout, p.stdout
+    assert verify(rd, "--allowed-signers", str(allowed)).returncode == BAD_SIGNATURE
+    manifest.write(rd, {"run": "forged", "verdict": "PASS"}, None)  # no key at run time: no signature
+    p = verify(rd)
+    assert p.returncode == VERIFIED, p.stdout
+    assert "signature: none (the run named no --sign-key): integrity only, not proof" in p.stdout, p.stdout
+    assert verify(rd, "--require-signature").returncode == UNSIGNED
 
 
 @pytest.mark.parametrize("edit, said", [

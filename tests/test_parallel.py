@@ -53,6 +53,37 @@ def test_bubble_limit_is_the_ideal_plus_the_margin_and_a_slow_stage_is_named():
     assert parallel.slow_stage(even)[0] is None
 
 
+def test_tensor_parallel_is_na_without_nvlink_and_judged_inside_it():
+    nvl, bare = [{"nvlink": {"links": 18}}] * 2, [{"nvlink": {"links": 0}}] * 2
+    for name in ("l40s-8x-pcie", "a100-80gb-8x-pcie", "rtx4090-8x-pcie"):  # PCIe classes: N.A., said why
+        why = parallel.tp_not_laid(profiles.load(name), bare)
+        assert why.startswith(f"profile {name}'s GPUs talk over PCIE only (hardware.interconnect pcie): "
+                              "tensor parallelism is laid inside an NVLink domain (Megatron-LM: "
+                              "arXiv:2104.04473, section 3.2); the pipeline steps are judged"), why
+    h200 = profiles.load("h200-8x-nvlink")  # an NVLink class is judged, its NVLink down too (a FAIL)
+    assert parallel.tp_not_laid(h200, nvl) is None and parallel.tp_not_laid(h200, bare) is None
+    lab = profiles.load(str(ROOT / "tests/profiles/lab.yaml"))  # interconnect any
+    assert parallel.tp_not_laid(lab, []) is None  # gloo ranks: the lab's own floors
+    assert parallel.tp_not_laid(lab, nvl) is None
+    assert parallel.tp_not_laid(lab, bare).startswith("no NVLink between this host's GPUs")
+
+
+def test_probelib_starts_the_collective_probes_ranks_and_says_when_torch_is_missing(monkeypatch):
+    import argparse
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("probelib_t", ROOT / "signoff" / "probelib.py")
+    lib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lib)
+    args, doc = argparse.Namespace(backend="gloo", nprocs=0), {}
+    torch, mp, gpus, ranks = lib.torch_ranks(doc, args)
+    assert (args.backend, ranks, doc) == ("gloo", 2, {}) and mp.__name__ == "torch.multiprocessing"
+    args.nprocs = 3
+    assert lib.torch_ranks(doc, args)[3] == 3
+    monkeypatch.setitem(sys.modules, "torch", None)  # a host without torch: the document says so
+    assert lib.torch_ranks(doc, argparse.Namespace(backend="auto", nprocs=0)) is None
+    assert doc["error"].startswith("torch not importable: ")
+
+
 @pytest.mark.parametrize("text, msg", [
     ("training: {parallel: {micro_batches: 0}}\n", "parallel.micro_batches: expected an integer >= 1"),
     ("training: {parallel: {stage: 1}}\n", "training.parallel.stage: unknown key"),

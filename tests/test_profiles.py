@@ -597,3 +597,20 @@ def test_a_4_gpu_class_scales_its_slices_all_reduce_by_the_ring_at_4_gpus(write_
         assert "allreduce_busbw" not in s.criteria and why in s.uncalibrated["allreduce_busbw"], s
         assert "train_scaling_host" not in s.criteria
         assert "allreduce_busbw, uncalibrated: " in s.uncalibrated["train_scaling_host"]
+
+
+def test_a_key_written_twice_is_refused_naming_the_file_key_and_lines(tmp_path):
+    """safe_load keeps the last of two equal keys: a threshold's second `source:` once replaced
+    its first (and the rule in it) unseen. Profiles, inventories and intent files refuse it."""
+    from signoff import inventory
+    prof = tmp_path / "dup.yaml"
+    prof.write_text("extends: local\ncriteria:\n  storage_read_seq:\n    min: 0.5\n    unit: GB/s\n"
+                    "    source: first\n    source: second\n")
+    with pytest.raises(InputError, match=r"(?s)profile .*dup\.yaml: not valid YAML: .*found the key 'source' "
+                                         r"twice \(first at line 6\)\n  in \".*dup\.yaml\", line 7") as exc:
+        profiles.load(str(prof))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n  - name: a\n    name: b\n")
+    with pytest.raises(InputError, match=r"(?s)inventory .*inv\.yaml: not valid YAML: .*key 'name' twice"):
+        inventory.load(inv)
+    assert "second" not in str(exc.value)

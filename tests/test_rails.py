@@ -232,6 +232,20 @@ def test_fake_slow_rail_fails_naming_gpu_nic_and_hosts():
     assert "GPU 0 / mlx5_0 -> " not in msg
 
 
+def test_fake_rails_the_pair_left_unmeasured_are_named_never_a_pass():
+    """node1 has 2 rails (GPU 0, GPU 1); node2 lacks GPU 1, so the pair measured rail 0 only: the
+    rail left out is an ERROR naming it (a FAIL beside a slow rail), and no rail at all is an ERROR."""
+    for crit in ("gdr_rail_bw", "gdr_rail_path"):
+        status, msg, _ = run_check(crit, pair(rail()))
+        assert status == "ERROR", (crit, status, msg)
+        assert "node1 GPU 1 / mlx5_1: not measured (node2 has no GPU 1 to pair it with)" in msg, msg
+        status, msg, _ = run_check(crit, pair())
+        assert status == "ERROR" and "no rail measured" in msg and "GPU 0 / mlx5_0" in msg, (crit, msg)
+    status, msg, _ = run_check("gdr_rail_bw", pair(rail(gbps=120.0)))
+    assert status == "FAIL" and "15 GB/s, below 45 GB/s" in msg
+    assert "node1 GPU 1 / mlx5_1: not measured (node2 has no GPU 1 to pair it with)" in msg
+
+
 def test_recorded_table_without_cuda_lines_is_a_rail_through_host_memory_and_fails():
     status, msg, rec = run_check("gdr_rail_path", pair(rail(), rail(out=TABLE, gpu="1", nic="mlx5_1")))
     assert status == "FAIL" and rec["measured"] == 1

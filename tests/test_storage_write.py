@@ -168,3 +168,14 @@ def test_a_write_to_a_ram_backed_path_is_flagged_and_its_check_errors(tmp_path):
         assert doc["ram"] is True and doc["fs"]["fstype"] == "tmpfs" and doc["verify"]["bad_bytes"] == 0, doc
         probe(tmp_path / "s", "clean", *common)
         assert os.listdir(shm) == []
+
+
+def test_a_figure_below_a_lab_floor_keeps_its_digits():
+    """local's small-write floor is 0.0001 GB/s (a tenth of the loaded lab's worst): a figure
+    rounded to 3 decimals would judge a healthy 0.0004 as 0, a FAIL; below 0.1 GB/s a figure keeps
+    3 significant digits, above it the 3 decimals it always had."""
+    assert judge.figure(0.000412345) == 0.000412 and judge.figure(2.7123e-06) == 2.71e-06
+    assert judge.figure(0.0123456) == 0.0123 and judge.figure(1.23456) == 1.235
+    assert judge.figure(12.3456) == 12.346
+    t = profiles.load("local").threshold("storage_write_small")
+    assert t.ok(judge.figure(0.0004)) and not t.ok(judge.figure(0.00004))

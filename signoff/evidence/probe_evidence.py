@@ -27,6 +27,7 @@ KILL_GRACE_S = 5  # `timeout -k`: what outlives its TERM is KILLed this much lat
 MIN_PIECE_S = 3  # a piece given less time than this is skipped, said so
 SMI_S, LSPCI_S, KLOG_S = 60, 20, 30  # each piece's own cap (the budget's rest bounds it too)
 KLOG_LINES = 5000  # XID/NVRM lines kept (the newest)
+NIC_CLASSES = ("/sys/class/infiniband", "/sys/class/net")  # an RDMA device's name, else an interface's
 VENDORS = ("10de", "15b3")  # NVIDIA (GPUs, NVSwitches, ConnectX since Mellanox's 2020 rebrand keep 15b3)
 KERNEL_LINE = re.compile(r"NVRM|Xid|nvidia-(?:nvlink|peermem|modeset|uvm)|mlx5_core", re.I)
 BDF = re.compile(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
@@ -141,12 +142,12 @@ def bdfs(given):
 
 
 def nic_bdf(name):
-    """The PCI function of an RDMA device (mlx5_0) or network interface, from sysfs."""
-    for top in ("/sys/class/infiniband", "/sys/class/net"):
-        try:
-            return os.path.basename(os.path.realpath(os.path.join(top, name, "device")))
-        except OSError:
-            continue
+    """The PCI function of an RDMA device (mlx5_0) or network interface, from sysfs. realpath never
+    raises: a name absent from a class gives a path that does not exist, so each is tested first."""
+    for top in NIC_CLASSES:
+        link = os.path.join(top, name, "device")
+        if os.path.exists(link):
+            return os.path.basename(os.path.realpath(link))
     return None
 
 

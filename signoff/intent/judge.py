@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from signoff import hostlist
 from signoff.intent.spec import UVM, Intent, Match
+from signoff.versions.parity import FIELDS
 
 SECTIONS = {"intent_versions": "versions", "intent_firmware": "firmware", "intent_kernel": "kernel",
             "intent_hardware": "hardware", "intent_cabling": "cabling"}
@@ -62,11 +63,43 @@ PARITY = {"driver": ("nvidia_driver", "driver_branch"), "cuda": ("cuda_driver",)
 
 
 def pinned(intent: Intent | None) -> set[str]:
-    """The parity fields (signoff/versions/parity.py FIELDS) the intent judges instead."""
+    """The parity fields (signoff/versions/parity.py FIELDS) the intent judges instead. VBIOS and
+    NIC firmware are per model: for_parity() leaves the models the intent names out of them."""
     if intent is None:
         return set()
-    out = {f for k in intent.versions for f in PARITY[k]}
-    return out | ({"vbios"} if intent.vbios else set()) | ({"nic_firmware"} if intent.nic_firmware else set())
+    return {f for k in intent.versions for f in PARITY[k]}
+
+
+def for_parity(intent: Intent | None, facts):
+    """The host's facts as version parity reads them: the GPUs and NICs of the models the intent
+    names VBIOS or firmware for left out (intent_firmware judges those); a model it does not name
+    stays judged by majority. NICs whose model was not read stay in (intent_firmware ERRORs)."""
+    if intent is None or not isinstance(facts, dict) or not (intent.vbios or intent.nic_firmware):
+        return facts
+    out = dict(facts)
+    nv = facts.get("nvidia")
+    if intent.vbios and isinstance(nv, dict):
+        out["nvidia"] = {**nv, "gpus": [g for g in nv.get("gpus") or [] if g.get("name") not in intent.vbios]}
+    fw, nics = _of(facts, "stack", "nic_firmware"), nic_list(facts)
+    if intent.nic_firmware and isinstance(fw, dict) and nics is not None:
+        named = {x for n in nics if any(_nic_matches(n, m) for m in intent.nic_firmware)
+                 for x in n.get("names") or []}
+        out["stack"] = {**facts["stack"], "nic_firmware": {k: v for k, v in fw.items() if k not in named}}
+    return out
+
+
+def parity_note(intent: Intent | None) -> str:
+    """What version parity leaves to the intent file, said on its check ('' for nothing)."""
+    skip = pinned(intent)
+    said = [FIELDS[f][0] for f in FIELDS if f in skip]
+    if intent is not None and intent.vbios:
+        said.append(f"VBIOS of {', '.join(intent.vbios)}")
+    if intent is not None and intent.nic_firmware:
+        said.append(f"firmware of {', '.join(intent.nic_firmware)}")
+    if not said:
+        return ""
+    return (f"{', '.join(said)}: judged against the intent file (intent_versions, intent_firmware), not the "
+            f"majority; other models by majority")
 
 
 def build(facts: dict) -> dict | None:
@@ -297,8 +330,9 @@ def cabling(intent: Intent, facts: dict, host: str) -> Verdict:
         v.na = f"the intent file {intent.path} names no cabling for {host}"
         return v
     lldp = _of(build(facts) or {}, "lldp") or {}
-    if not lldp.get("available"):
-        v.na = f"LLDP not read on {host} ({lldp.get('error') or 'no build facts'}): its cabling not judged"
+    if not lldp.get("available"):  # the intent names this host's cabling: unread is no pass
+        v.errors.append(f"LLDP not read on {host} ({lldp.get('error') or 'no build facts'}): the cabling of "
+                        f"{', '.join(ports)} not judged")
         return v
     seen = lldp.get("neighbours") or {}
     for port, want in ports.items():

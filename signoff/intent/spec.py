@@ -13,7 +13,7 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from signoff import InputError
+from signoff import InputError, yamlfile
 
 TOP = {"description", "versions", "firmware", "kernel", "hardware", "cabling"}
 # key -> what it is, where sysinfo reads it (signoff/intent/judge.py VERSIONS)
@@ -194,7 +194,7 @@ def load(path: str | Path, hosts: set[str] | None = None) -> Intent:
     except OSError as exc:
         raise InputError(f"intent {path}: cannot read it: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(raw)
+        data = yamlfile.load(raw)
     except yaml.YAMLError as exc:
         raise InputError(f"intent {path}: not valid YAML: {exc}") from None
     where = f"intent {path}"

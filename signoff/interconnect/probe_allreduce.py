@@ -553,17 +553,11 @@ def main():
     args = ap.parse_args()
     doc = {"probe": "allreduce", "argv": sys.argv[1:],
            "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
-    try:
-        import torch
-        import torch.multiprocessing as mp
-    except Exception as exc:  # noqa: BLE001
-        doc["error"] = "torch not importable: %s" % exc
+    got = probelib.torch_ranks(doc, args)
+    if got is None:
         print(json.dumps(doc))
         return 1
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if args.backend == "auto":
-        args.backend = "nccl" if gpus else "gloo"
-    world = args.nprocs or (gpus if args.backend == "nccl" else 2)
+    torch, mp, gpus, world = got
     rank = 0
     if args.slurm:  # srun placed the ranks: block layout, the same count on every node
         env = os.environ

@@ -66,6 +66,20 @@ def pairs_of_rails(a: list[dict], b: list[dict]) -> list[tuple[dict, dict]]:
     return [(r, theirs[r["gpu"]]) for r in a if r["gpu"] in theirs]
 
 
+def unmeasured(mine: list[dict], measured: list[dict], host_a: str, host_b: str) -> list[str]:
+    """This host's rails its pair did not measure: GPU i pairs with GPU i (pairs_of_rails), so a
+    GPU the other host lacks leaves its rail out. Each is named: a rail not measured is no pass."""
+    done = {str((r.get("a") or {}).get("gpu")) for r in measured}
+    return [f"{text(host_a, 40)} GPU {text(r['gpu'], 4)} / {text(r['nic'], 20)}: not measured "
+            f"({text(host_b, 40)} has no GPU {text(r['gpu'], 4)} to pair it with)"
+            for r in mine if str(r["gpu"]) not in done]
+
+
+def listed(lines: list[str], n: int = 4) -> str:
+    """The first `n` lines joined, and how many more."""
+    return "; ".join(lines[:n]) + (f"; and {len(lines) - n} more" if len(lines) > n else "")
+
+
 # ------------------------------------------------------------------ perftest's output
 
 TABLE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")

@@ -89,6 +89,12 @@ def gbps(n_bytes: float, seconds: float) -> float:
     return n_bytes / seconds / 1e9 if seconds > 0 else 0.0
 
 
+def figure(v: float) -> float:
+    """A GB/s figure as judged and recorded: 3 decimals, 3 significant digits below 0.1 (a
+    floor of 0.0001 GB/s, the lab's small writes, would judge 0.0004 rounded to 0)."""
+    return round(v, 3) if abs(v) >= 0.1 else float(f"{v:.3g}")
+
+
 
 def overlap(per_host: dict[str, list[list[float]]]) -> dict:
     """Aggregate over the window in which every host was reading.
@@ -141,7 +147,7 @@ def makespan(per_host: dict[str, list[list[float]]]) -> dict:
 def alone_gbps(doc) -> float | None:
     """A host's alone read as judged (GB/s), None where it is no storage figure (an error, the
     page cache not bypassed): such a read is not noise, never read again."""
-    return round(doc["gbps"], 3) if isinstance(doc, dict) and doc["cache"]["defeated"] else None
+    return figure(doc["gbps"]) if isinstance(doc, dict) and doc["cache"]["defeated"] else None
 
 
 def aggregate_gbps(got: dict) -> float | None:
@@ -151,7 +157,7 @@ def aggregate_gbps(got: dict) -> float | None:
     if "errors" in got or not ov or ov["coverage"] < MIN_OVERLAP or \
             not all(d["cache"]["defeated"] for d in got["docs"].values()):
         return None
-    return round(ov["aggregate"], 3)
+    return figure(ov["aggregate"])
 
 
 def starved(shares: dict[str, float], node_min) -> list[str]:

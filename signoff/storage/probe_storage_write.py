@@ -141,7 +141,8 @@ def cmd_write(a):
                ram=fs["fstype"] in st.RAM_FS, removed=not os.path.exists(sub))
     if a.workload == "small" and res.get("seconds"):
         res["files_per_s"] = round(len(files) / max(res["seconds"], 1e-9), 1)
-    res["gbps"] = round(res["bw_bytes"] / 1e9, 4)
+    g = res["bw_bytes"] / 1e9
+    res["gbps"] = round(g, 4) if g >= 0.1 else float("%.4g" % g)  # a slow disk's 2.7 KB/s is not 0
     return res
 
 

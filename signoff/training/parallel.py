@@ -16,6 +16,30 @@ def ideal_bubble(p: int, m: int) -> float:
     return (p - 1) / (m + p - 1)
 
 
+# Where tensor parallelism is laid: inside one server's NVLink domain, pipeline parallelism across
+# the slower links (Narayanan et al., arXiv:2104.04473, section 3.2, Takeaway #1: tensor model
+# parallelism up to degree g on g-GPU servers, its all-reduces on the servers' NVLink)
+TP_DOMAIN = "tensor parallelism is laid inside an NVLink domain (Megatron-LM: arXiv:2104.04473, section 3.2)"
+
+
+def tp_not_laid(profile, devices: list[dict]) -> str | None:
+    """Why the tensor-parallel checks are N.A. on this host, or None (judged): a class whose GPUs
+    talk over PCIe only (hardware.interconnect pcie), or, under a profile that promises no
+    interconnect (any), GPUs with no NVLink at all. Its all-reduces there take most of the step
+    (tp_comm_share's source), and no public figure judges that step. gloo ranks (no GPU) stay
+    judged: the lab's profile sets its own floors."""
+    how = profile.hardware.get("interconnect", "any")
+    if how == "nvlink":
+        return None
+    if how != "any":
+        return (f"profile {profile.name}'s GPUs talk over {how.upper()} only (hardware.interconnect "
+                f"{how}): {TP_DOMAIN}; the pipeline steps are judged")
+    if devices and not any(g["nvlink"]["links"] for g in devices):
+        return (f"no NVLink between this host's GPUs (profile {profile.name} promises no interconnect): "
+                f"{TP_DOMAIN}; the pipeline steps are judged")
+    return None
+
+
 def floor(t, profile, ideal: float | None = None):
     """tp_step_tflops / pipeline_step_tflops as judged: `t` itself, or under `derived:
     train_throughput` t.value x the profile's train_throughput figure (TFLOP/s), the pipeline's

@@ -345,17 +345,11 @@ def main():
            "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
            "model": {k: getattr(args, k) for k in ("layers", "d_model", "ffn", "seq", "batch", "warmup",
                                                     "steps", "micro_batches")}}
-    try:
-        import torch
-        import torch.multiprocessing as mp
-    except Exception as exc:  # noqa: BLE001
-        doc["error"] = "torch not importable: %s" % exc
+    got = probelib.torch_ranks(doc, args)
+    if got is None:
         print(json.dumps(doc))
         return 1
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if args.backend == "auto":
-        args.backend = "nccl" if gpus else "gloo"
-    p = args.nprocs or (gpus if args.backend == "nccl" else 2)
+    torch, mp, gpus, p = got
     doc.update(backend=args.backend, local_ranks=p, gpus=gpus, torch=torch.__version__)
     if p < 2:  # both steps split the model over ranks: one has nothing to split it with
         doc["not_applicable"] = "one %s: no model to split over ranks" % ("GPU" if gpus else "rank")

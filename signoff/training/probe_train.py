@@ -242,17 +242,11 @@ def main():
            "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
            "model": {k: getattr(args, k) for k in ("layers", "d_model", "heads", "ffn", "seq", "batch",
                                                     "warmup", "steps")}}
-    try:
-        import torch
-        import torch.multiprocessing as mp
-    except Exception as exc:  # noqa: BLE001
-        doc["error"] = "torch not importable: %s" % exc
+    got = probelib.torch_ranks(doc, args)
+    if got is None:
         print(json.dumps(doc))
         return 1
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if args.backend == "auto":
-        args.backend = "nccl" if gpus else "gloo"
-    local = args.nprocs or (gpus if args.backend == "nccl" else 2)
+    torch, mp, gpus, local = got
     doc.update(backend=args.backend, world_size=local * args.nnodes, local_ranks=local, gpus=gpus,
                nnodes=args.nnodes, node_rank=args.node_rank)
     sys.stderr.write("signoff-event started node %d\n" % args.node_rank)
