@@ -178,6 +178,10 @@ def judge_write(host, doc, t, what, check, attach, peers):
         raise ProbeError(f"{host}: {what} to {doc['path']} = {gbps} GB/s is not a storage figure: "
                          f"{doc['fs']['fstype']} is RAM-backed, its files live in the page cache")
     how = storage.describe({**doc, "params": {**doc["params"], "runtime_s": 0}})
+    cached = writes.from_memory([(doc["workload"], v)])
+    if cached:  # the write was fsync'ed, its figure stands; its read-back checked RAM
+        check.note(f"{host}: {what} read back from memory, not the disk: {cached} "
+                   f"(storage_write_verify ERRORs)")
     check.expect(gbps, t, f"{what} to {doc['path']} ({how}, one pass, synced)",
                  cause=storage.cause({**doc, "files_per_s": doc.get("files_per_s")}, doc["workload"])
                  .replace("per-file open and metadata", "per-file create and metadata") + sold(host),
@@ -276,12 +280,21 @@ def test_storage_write_verify(node, store, profile, check, attach):
     if short and not bad:
         check.record(None, t.expected, t.unit, t.source, details)
         raise ProbeError(f"{node}: the read-back checked fewer bytes than were written ({'; '.join(short)})")
+    cached = writes.from_memory(got)
+    if cached and not bad:  # bytes read wrong from memory are still wrong: those FAIL below
+        check.record(None, t.expected, t.unit, t.source, details)
+        raise ProbeError(f"{node}: no disk read-back: the {checked} bytes checked were read from memory "
+                         f"still holding what was written, not from the storage ({cached})")
     first = [(wl, m) for wl, v in got for m in v["mismatches"]][:3]
     where = "; ".join(f"{m['file']} at offset {m['offset']} ({m['bytes']} bytes wrong, {wl} write)"
                       for wl, m in first)
     check.record(bad, t.expected, t.unit, t.source, details)
+    est = sum(v.get("bad_bytes_estimated", 0) for _, v in got)
+    blocks = sum(v.get("bad_blocks", 0) for _, v in got)
     if not t.ok(bad):
-        pytest.fail(f"{node}: {bad} of {checked} bytes written read back wrong, expected {t.expected} "
+        pytest.fail(f"{node}: {bad} of {checked} bytes written read back wrong"
+                    + (f" (at most: {blocks} bad 4 KiB blocks, {est} bytes of them counted as whole blocks)"
+                       if est else "") + f", expected {t.expected} "
                     f"({t.profile}, source: {t.source}): {printable(where)}; likely cause: the storage "
                     f"corrupts data on its way (disk, controller, RAID or filesystem, its network or "
                     f"client); the data written here is not what a job would read back", pytrace=False)

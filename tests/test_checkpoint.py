@@ -146,3 +146,19 @@ def test_plan_line_says_size_and_time_at_the_floors(tmp_path):
     p.write_text("extends: local\ncriteria:\n  checkpoint_save: {uncalibrated: 'no figure'}\n")
     assert judge.plan_line(profiles.load(str(p))).endswith(": of unknown time (no checkpoint_save / "
                                                            "checkpoint_restore floor)")
+
+
+def test_shipped_beside_the_storage_probe_it_refuses_as_the_storage_probes_do(tmp_path):
+    """Shipped (families.shipped(): checkpoint.py beside storage.py, run with -I), the probe
+    loads the storage probe by its path and refuses a path with its words (one resolve, not two)."""
+    import shutil
+
+    from signoff import families
+    ship = tmp_path / "ship"
+    ship.mkdir()
+    for name in ("checkpoint.py", "storage.py"):
+        shutil.copy(families.shipped()[name], ship / name)
+    (tmp_path / "afile").write_text("x")
+    p = subprocess.run([sys.executable, "-I", str(ship / "checkpoint.py"), "--path", str(tmp_path / "afile")],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert json.loads(p.stdout)["error"] == f"storage path {tmp_path / 'afile'} is not a directory", p

@@ -11,6 +11,7 @@ import base64
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -242,8 +243,8 @@ def test_host_strings_stay_inert_in_file_names_pages_and_index(tmp_path):
     name = collect.safe_name(host)
     assert entry["archive"] == f"evidence/{name}.tar.gz" and "/" not in name
     assert all(ev in p.parents for p in tmp_path.rglob("*") if p != ev)
-    page_file = collect.safe_name(serial)
-    assert entry["gpus"] == [f"rma-{page_file}.html"]
+    (page_file,) = [g.removeprefix("rma-").removesuffix(".html") for g in entry["gpus"]]
+    assert re.fullmatch(r"gpu0-[0-9a-f]{8}", page_file), page_file  # never the host's words, even made plain
     page = (ev / name / f"rma-{page_file}.html").read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "\x1b" not in page and "\\x1b[31m" in page

@@ -41,7 +41,9 @@ def check(pytestconfig, profile=None, **given):
     with `given` (dest names) instead."""
     defaults = {f.lstrip("-").replace("-", "_"): a.get("default") for f, a in declared().items()}
     mine = {**defaults, **given}
-    config = SimpleNamespace(getoption=lambda d: mine[d] if d in mine else pytestconfig.getoption(d))
+    def getoption(d, *default):
+        return mine[d] if d in mine else pytestconfig.getoption(d, *default)
+    config = SimpleNamespace(getoption=getoption, stash=pytest.Stash())  # a family keeps what it read there
     inventory = SimpleNamespace(hosts=[SimpleNamespace(name="node1")])
     pytestconfig.hook.pytest_signoff_check_options(config=config, inventory=inventory, profile=profile)
 

@@ -94,8 +94,10 @@ def test_example_inventory_loads_with_every_key():
     doc = yaml.safe_load(text)
     used = set(doc["defaults"]).union(*doc["hosts"])
     assert used == HOST_KEYS, f"unshown: {HOST_KEYS - used}"  # a new key belongs in the example
-    # known_hosts commented out: the file it names must exist, and ~/.ssh/known_hosts serves
-    assert set(doc) | {"known_hosts"} == TOP_KEYS and re.search(r"^# known_hosts: ", text, re.M)
+    # known_hosts and intent commented out: the files they name must exist (~/.ssh/known_hosts
+    # serves; a run without an intent file judges parity by majority)
+    assert set(doc) | {"known_hosts", "intent"} == TOP_KEYS and re.search(r"^# known_hosts: ", text, re.M)
+    assert re.search(r"^# intent: \./intent\.yaml ", text, re.M) and (ROOT / "examples/intent.yaml").is_file()
 
 
 @pytest.mark.skipif(not shutil.which("ssh-keygen"), reason="no ssh-keygen (openssh-client)")

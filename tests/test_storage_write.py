@@ -179,3 +179,81 @@ def test_a_figure_below_a_lab_floor_keeps_its_digits():
     assert judge.figure(12.3456) == 12.346
     t = profiles.load("local").threshold("storage_write_small")
     assert t.ok(judge.figure(0.0004)) and not t.ok(judge.figure(0.00004))
+
+
+def _write(m, tmp_path, monkeypatch, fstype="ext4", direct=False, drop=True):
+    """cmd_write on this disk with the built-in writer, O_DIRECT as given, the filesystem's type
+    as given; drop=False: the page-drop a no-op (as ZFS's ARC ignores fadvise), mincore real."""
+    data = tmp_path / "data"
+    data.mkdir()
+    a = _args(tmp_path, path_resolved=str(data), host="h1", min_free="1%", tool="builtin")
+    a.size, a.jobs = "2M", 1
+    os.mkdir(m.write_dir(a))
+    monkeypatch.setattr(m, "direct_write_ok", lambda d: (direct, "" if direct else "test: buffered"))
+    real = m.st.fs_info
+    monkeypatch.setattr(m.st, "fs_info", lambda p: {**real(p), "fstype": fstype})
+    if not drop:
+        monkeypatch.setattr(m.st, "drop_pages", lambda paths: None)
+    return m.cmd_write(a)
+
+
+def test_a_buffered_read_back_the_page_cache_still_holds_is_no_disk_read_back(tmp_path, monkeypatch):
+    """The drop's result is checked (mincore): pages fadvise left, or ZFS (its ARC, O_DIRECT
+    ignored before 2.3), say the read-back read memory; the dropped buffered write reads the disk."""
+    from signoff.storage import writes
+    m = _module()
+    held = _write(m, tmp_path, monkeypatch, drop=False)["verify"]
+    assert held["bad_bytes"] == 0 and held["cache"]["disk"] is False, held
+    assert held["cache"]["resident_fraction"] == 1.0 and "stayed in the page cache" in held["cache"]["note"]
+    assert writes.from_memory([("seq", held)]).startswith("seq write: 100% of the files' pages stayed")
+    shutil.rmtree(tmp_path / "data")
+    monkeypatch.undo()  # the drop real again
+    zfs = _write(m, tmp_path, monkeypatch, fstype="zfs", direct=True)["verify"]["cache"]
+    assert zfs["disk"] is False and "its own ARC" in zfs["note"], zfs
+    shutil.rmtree(tmp_path / "data")
+    dropped = _write(m, tmp_path, monkeypatch)["verify"]
+    assert dropped["cache"]["disk"] is True and dropped["cache"]["resident_fraction"] < m.MAX_RESIDENT, \
+        dropped
+    assert writes.from_memory([("seq", dropped)]) is None
+    # an older or broken probe that says nothing of the cache: never a PASS
+    assert writes.from_memory([("small", {k: v for k, v in dropped.items() if k != "cache"})]) == \
+        "small write: the probe said nothing of what the cache held"
+
+
+def test_a_disk_corrupting_every_block_is_counted_by_block_with_its_first_offset(tmp_path):
+    """Every block wrong: compared 4 KiB at a time (no byte-by-byte pass over the whole file),
+    the first EXACT bad blocks counted exactly, the rest as whole blocks, said as an estimate."""
+    m = _module()
+    d = tmp_path / "w"
+    d.mkdir()
+    files = [(str(d / "seq.0"), 1 << 20)]
+    m.builtin_write(files, _args(tmp_path), False, b"seed")
+    data = bytearray(Path(files[0][0]).read_bytes())
+    for k in range(100, 110):  # block 0: 10 bytes wrong, from offset 100
+        data[k] ^= 0xFF
+    for off in range(4096, 1 << 20, 4096):  # every other block: its byte 7
+        data[off + 7] ^= 0xFF
+    Path(files[0][0]).write_bytes(bytes(data))
+    v = m.builtin_verify(files, False, b"seed", str(d))
+    blocks = 256
+    est = (blocks - m.EXACT) * 4096
+    assert v["bad_blocks"] == blocks and v["bad_bytes_estimated"] == est, {k: v[k] for k in v if k != "how"}
+    assert v["bad_bytes"] == 10 + (m.EXACT - 1) + est and v["bytes_checked"] == 1 << 20
+    assert v["mismatches"] == [{"file": files[0][0], "offset": 100, "bytes": v["bad_bytes"]}]
+    assert "%d bytes of the rest counted as whole blocks" % est in v["how"], v["how"]
+
+
+def test_the_cleanup_follows_a_symlinked_storage_path(tmp_path):
+    """A SIGKILLed probe's files under a storage_path that is a symlink: the cleanup's find
+    descends into the directory it names (find -H), removing this run's entries, no other."""
+    import shlex
+
+    from signoff.storage.run import CLEAN
+    real = tmp_path / "real"
+    (real / ".signoff-r1-h1-write" / "seq").mkdir(parents=True)
+    (real / ".signoff-r1-h1-write" / "seq" / "seq.0").write_bytes(b"x")
+    (real / ".signoff-r2-h1").mkdir()
+    (tmp_path / "link").symlink_to(real)
+    subprocess.run(["sh", "-c", CLEAN.format(path=shlex.quote(str(tmp_path / "link")),
+                                             pattern=shlex.quote(".signoff-r1-*"))], check=True, timeout=30)
+    assert os.listdir(real) == [".signoff-r2-h1"] and (tmp_path / "link").is_symlink()

@@ -19,10 +19,8 @@ SIGTERM, SIGINT, SIGHUP); a SIGKILL leaves it to the controller, which removes
 file after its fsync, as a disk corrupting writes would. Prints exactly one JSON document;
 {"error": ...} for a refusal (exit 0)."""
 import argparse
-import ctypes
-import ctypes.util
+import importlib.util
 import json
-import mmap
 import os
 import re
 import shutil
@@ -30,30 +28,25 @@ import signal
 import socket
 import struct
 import sys
-import tempfile
 import time
 import traceback
 import zipfile
 
-MARK = ".signoff-"
+# probe_storage.py by its path (shipped beside this probe as storage.py; in the source tree
+# signoff/storage/probe_storage.py), never through sys.path: its path, space, signal and cache
+# helpers, the storage probes' own
+_dir = os.path.dirname(os.path.realpath(__file__))
+_lib = next((p for p in (os.path.join(_dir, "storage.py"),
+                         os.path.join(os.path.dirname(_dir), "storage", "probe_storage.py"))
+             if os.path.exists(p)), os.path.join(_dir, "storage.py"))
+_spec = importlib.util.spec_from_file_location("signoff_storage_probe", _lib)
+st = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(st)
+Refused, Interrupted, OWN_CACHE_FS = st.Refused, st.Interrupted, st.OWN_CACHE_FS
+
 FILE = "checkpoint.pt"
 MAX_RESIDENT = 0.05  # as signoff/checkpoint/judge.py: more left in the cache is no disk read
-OWN_CACHE_FS = ("zfs",)  # its ARC caches apart from the page cache: fadvise cannot empty it
 OWNED = []  # what this process created: removed at the end, whatever happens
-
-
-class Refused(Exception):
-    """An expected refusal (bad path, too little space): one clear message, exit 0."""
-
-
-class Interrupted(BaseException):
-    def __init__(self, signum):
-        super().__init__("signal %d" % signum)
-        self.signum = signum
-
-
-def _on_signal(signum, frame):
-    raise Interrupted(signum)
 
 
 def human(n):
@@ -63,56 +56,20 @@ def human(n):
     return "%.3g MB" % (n / 1e6)
 
 
-def own_dir(path, runid, host):
-    return os.path.join(path, "%s%s-%s" % (MARK, runid, re.sub(r"[^A-Za-z0-9._-]", "_", host)))
-
-
 # ------------------------------------------------------------------ the path, its space
 
 def resolve(path):
-    if path in ("", "@tmp"):
-        path = tempfile.gettempdir()
-    if not os.path.isabs(path):
-        raise Refused("storage path %s is not absolute" % path)
-    path = os.path.normpath(path)
-    if not os.path.isdir(path):
-        raise Refused("storage path %s does not exist or is not a directory" % path)
+    path = st.resolve_path(path)
     if not os.access(path, os.W_OK | os.X_OK):
         raise Refused("storage path %s is not writable by uid %d: pass --storage-readonly to write "
                       "nothing (the checkpoint checks are then N.A.)" % (path, os.geteuid()))
     return path
 
 
-def fs_info(path):
-    """The mount the path is on: mount point, filesystem type, source."""
-    real = os.path.realpath(path)
-    best = {"mount": "/", "fstype": "?", "source": "?"}
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                a, b = left.split(), right.split()
-                mp = a[4].encode().decode("unicode_escape")  # \040 -> space
-                if (real == mp or real.startswith(mp.rstrip("/") + "/")) and len(mp) >= len(best["mount"]):
-                    best = {"mount": mp, "fstype": b[0], "source": b[1] if len(b) > 1 else "?"}
-    except (OSError, IndexError):
-        pass
-    return best
-
-
 def check_space(path, need, min_free):
     """Refuse before writing when the checkpoint would leave less than min_free free."""
-    s = os.statvfs(path)
-    avail, total = s.f_bavail * s.f_frsize, s.f_blocks * s.f_frsize
-    text = str(min_free).strip()
-    if text.endswith("%"):
-        keep, label = int(total * float(text[:-1]) / 100), text
-    else:
-        m = re.fullmatch(r"(\d+)\s*([KMGT]?)(?:I?B)?", text.upper())
-        if not m:
-            raise Refused("--min-free %r: expected a percentage (10%%) or a size (50G)" % text)
-        keep = int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2)]
-        label = text
+    avail, total = st.space(path)
+    keep, label = st.margin_bytes(min_free, total)
     if avail - need < keep:
         raise Refused("refusing to write a %s checkpoint to %s: %s free of %s, and %s (%s) must stay "
                       "free (--storage-min-free): %s needed; free space, set a smaller "
@@ -124,50 +81,12 @@ def check_space(path, need, min_free):
 
 # ------------------------------------------------------------------ the page cache
 
-def resident(path):
-    """Fraction of the file's pages in the page cache (mincore), or None if unknown."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
-    if not hasattr(libc, "mincore"):
-        return None
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        if not size:
-            return 0.0
-        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr in (None, ctypes.c_void_p(-1).value):
-            return None
-        try:
-            page = os.sysconf("SC_PAGE_SIZE")
-            n = (size + page - 1) // page
-            vec = (ctypes.c_ubyte * n)()
-            if libc.mincore(ctypes.c_void_p(addr), size, vec) != 0:
-                return None
-            return (n - bytes(vec).count(0)) / float(n)
-        finally:
-            libc.munmap(ctypes.c_void_p(addr), size)
-    finally:
-        os.close(fd)
-
-
 def drop(path, fstype):
     """Drop the file's (clean, fsync'ed) pages; whether the cache no longer holds it, and why not."""
     if not hasattr(os, "posix_fadvise"):
         return {"dropped": False, "resident": None, "note": "this OS has no posix_fadvise"}
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    left = resident(path)
+    st.drop_pages([path])
+    left = st.resident_fraction([path])
     if fstype.startswith(OWN_CACHE_FS):
         return {"dropped": False, "resident": left,
                 "note": "%s caches files in its own ARC, which fadvise does not empty" % fstype}
@@ -201,8 +120,8 @@ def build(torch, a, dev):
 def tensors(torch, state, names):
     """name -> tensor of a checkpoint's state: model.<param>, optimizer[<param>].<moment>."""
     out = {"model." + k: v for k, v in state["model"].items()}
-    for idx, st in state["optimizer"]["state"].items():
-        for k, v in st.items():
+    for idx, moments in state["optimizer"]["state"].items():
+        for k, v in moments.items():
             if torch.is_tensor(v):
                 name = names[idx] if isinstance(idx, int) and idx < len(names) else idx
                 out["optimizer[%s].%s" % (name, k)] = v
@@ -268,7 +187,7 @@ def load(torch, path, dev):
 
 def run(a, doc):
     path = resolve(a.path)
-    fs = fs_info(path)
+    fs = st.fs_info(path)
     doc.update(path=path, fs=fs)
     doc["free_before"], _ = check_space(path, a.need, a.min_free)
     try:
@@ -288,7 +207,7 @@ def run(a, doc):
         if cuda:
             torch.cuda.synchronize(dev)
 
-    d = own_dir(path, a.runid, a.host)
+    d = st.own_dir(path, a.runid, a.host)
     try:
         os.mkdir(d, 0o700)
     except FileExistsError:
@@ -371,7 +290,7 @@ def build_parser():
 def main(argv=None):
     a = build_parser().parse_args(argv)
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, _on_signal)
+        signal.signal(s, st._on_signal)
     rc, doc = 0, {"probe": "checkpoint"}
     try:
         run(a, doc)

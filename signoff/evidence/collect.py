@@ -51,6 +51,19 @@ def safe_name(text, limit: int = 64) -> str:
     return plain
 
 
+SERIAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,39}")  # what a board serial looks like
+
+
+def _serial_stem(g: dict, i: int) -> str:
+    """A GPU page's name: its serial where it looks like one, else gpu<n> and a hash of what the
+    host said (a host-printed string never becomes a file name, even made plain)."""
+    serial = str(g.get("serial") or "")
+    if SERIAL.fullmatch(serial):
+        return serial
+    said = f"{serial}/{g.get('index')}".encode("utf-8", "surrogatepass")
+    return f"gpu{i}-{hashlib.sha256(said).hexdigest()[:8]}"
+
+
 def hosts_for(doc: dict, mode: str) -> list[str]:
     """The hosts whose evidence is kept: those exclude.hostlist names (failed), every host of the
     run (all), none."""
@@ -235,7 +248,7 @@ def write_host(rd: Path, doc: dict, host: str, recs: list[dict], why: list[str],
     gpus = rma.named(facts, recs)
     taken: set[str] = set()
     for i, g in enumerate(gpus):  # two boards of one serial (a host that says so) get two pages
-        stem = f"rma-{safe_name(g['serial'] or 'gpu' + str(g['index']))}"
+        stem = f"rma-{_serial_stem(g, i)}"
         g["file"] = f"{stem}.html" if stem not in taken else f"{stem}-{i}.html"
         taken.add(stem)
     archive = f"{DIR}/{name}.tar.gz"

@@ -25,11 +25,11 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl
 def pytest_signoff_check_options(config, inventory, profile):
-    arg = config.getoption("intent", None)
+    arg = config.getoption("intent")
     if arg is not None and not arg.strip():
         raise InputError("--intent is empty (an unset variable?): name the intent file or leave --intent out")
     path = arg or getattr(inventory, "intent", None) or _earlier(config)
-    names = {h.name for h in inventory.hosts} | set(inventory.excluded)
+    names = {h.name for h in inventory.hosts} | set(getattr(inventory, "excluded", ()))
     config.stash[INTENT] = spec.load(path, names) if path else None
 
 

@@ -123,7 +123,8 @@ def methodology(doc: dict, profile) -> list[dict]:
              "tool": "fio rw=write (crc32c verify headers, then verify_only) or the built-in writer",
              "how": "one pass of the profile's size per host (large files; many small files, each "
                     "created, written, synced, closed), O_DIRECT where the filesystem takes it, synced; "
-                    "then every byte read back (fio's crc32c per 4 KiB block, or compared byte by byte "
-                    "with the built-in writer's pattern) and the files removed; the aggregate: every "
+                    "then every byte read back (fio's crc32c per 4 KiB block, or compared per 4 KiB "
+                    "block with the built-in writer's pattern; a read-back the cache still held is no "
+                    "disk read-back: ERROR) and the files removed; the aggregate: every "
                     "host at once, all bytes over the time until the last host was done; nothing "
                     "written with --storage-readonly (N.A.)"}]

@@ -68,7 +68,8 @@ TERM_PROBES = ("me=$(ps -o pgid= -p $$ | tr -d ' '); for f in {wd}/.pid.*; do p=
                "[ -z \"$g\" ] || [ \"$g\" = \"$me\" ] && continue; kill -TERM -$g 2>/dev/null; "
                "i=0; while kill -0 -$g 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); "
                "done; done; true")
-CLEAN = "find {path} -mindepth 1 -maxdepth 1 -name {pattern} -exec rm -rf -- {{}} + ; true"
+# -H: a storage path that is a symlink is followed (the entries are in the directory it names)
+CLEAN = "find -H {path} -mindepth 1 -maxdepth 1 -name {pattern} -exec rm -rf -- {{}} + ; true"
 
 
 class StorageRun:

@@ -15,10 +15,25 @@ import time
 from signoff import InputError
 from signoff.fleet import ProbeError
 from signoff.hostlist import fold
+from signoff.printable import printable
 from signoff.storage.judge import NotReadAlone, knobs, makespan, scaled, spread
 from signoff.units import parse_size
 
 CRIT = {"seq": "storage_write_seq", "small": "storage_write_small", "agg": "storage_write_aggregate"}
+
+
+def from_memory(got: list[tuple[str, dict]]) -> str | None:
+    """Why this host's read-backs (workload, verify) checked memory, not the storage: the cache
+    still held what was written after the drop (a RAM-backed path, ZFS's ARC, pages fadvise left),
+    or the probe could not tell; None where every one read the disk."""
+    why = []
+    for wl, v in got:
+        c = v.get("cache")
+        if not isinstance(c, dict) or not isinstance(c.get("disk"), bool):
+            why.append(f"{wl} write: the probe said nothing of what the cache held")
+        elif not c["disk"]:
+            why.append(f"{wl} write: {printable(c.get('note') or 'the cache still held the files')}")
+    return "; ".join(why) or None
 
 
 class ReadOnly(Exception):

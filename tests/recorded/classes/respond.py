@@ -155,7 +155,8 @@ def storage_write(rec, args, lines):
                          for i in range(10)],
            "verify": {"how": "read back (O_DIRECT), compared byte by byte with the pattern written",
                       "bytes_checked": total, "bytes_written": total, "bad_bytes": 0, "bad_blocks": 0,
-                      "mismatches": []},
+                      "mismatches": [], "cache": {"method": "O_DIRECT", "resident_fraction": None,
+                                                  "disk": True, "note": ""}},
            "workload": w, "path": path, "fs": sw["fs"], "free": sw["free"], "fallback": sw["fallback"],
            "files": len(files), "bytes_per_pass": total, "ram": False, "removed": True}
     if w == "small":
